@@ -1,0 +1,200 @@
+"""Crawl settings: defaults < topic.toml < command-line flags, validated by name and type.
+
+Every tunable of the crawler is a field here, so one topic directory is one reusable crawl
+configuration. An unknown key or a value of the wrong type is a ``SettingsError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
+
+STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-product", "opic", "bayes", "vsm")
+
+
+class SettingsError(ValueError):
+    """A setting is unknown, has the wrong type or an impossible value."""
+
+
+@dataclass
+class Settings:
+    # --- the crawl ---
+    strategy: str = "bfs"
+    max_pages: int = 1000  # fetched pages, robots.txt fetches not counted
+    concurrency: int = 16  # fetch threads (embedded) / in-flight tasks (distributed)
+    expand_targets: bool = False  # paper: target (detail) pages are not expanded
+    hard_focus: bool = True  # focused strategies: irrelevant pages are not expanded
+    relevance_threshold: float = 0.5  # P(relevant|page) at or above this is relevant
+    # --- fetching ---
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout: float = 10.0
+    read_timeout: float = 10.0
+    fetch_deadline: float = 30.0  # total seconds for one fetch, body included
+    max_retries: int = 2  # on 5xx and connection errors
+    retry_backoff: float = 0.5  # seconds, doubled each retry
+    max_bytes: int = 2 * 1024 * 1024  # body cap, enforced while streaming
+    max_decompressed_bytes: int = 8 * 1024 * 1024  # gzip-bomb guard
+    max_redirects: int = 5
+    proxy: str = ""  # overrides HTTP(S)_PROXY when set
+    allow_private: bool = False  # allow loopback/private/link-local targets
+    allowed_networks: list[str] = field(default_factory=list)  # CIDRs allowed despite the guard
+    # --- politeness and robots.txt ---
+    obey_robots: bool = True
+    politeness_delay: float = 1.0  # minimum seconds between requests to one host
+    max_crawl_delay: float = 30.0  # Crawl-delay values above this are capped
+    robots_cache_size: int = 1000
+    robots_cache_ttl: float = 24 * 3600.0
+    robots_retry_after: float = 60.0  # robots.txt 5xx/unreachable: host retried after this
+    # --- scope and traps ---
+    allowed_domains: list[str] = field(default_factory=list)  # empty = any host
+    denied_domains: list[str] = field(default_factory=list)
+    max_depth: int = 30
+    max_url_length: int = 2048
+    max_repeated_segments: int = 2  # a path segment seen more often than this is a trap
+    max_pattern_run: int = 12  # ancestors in a row with the same URL pattern
+    max_pages_per_host: int = 5000
+    domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
+    frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
+    # --- page classifier / topic model ---
+    page_classifier: str = "nb"  # nb | kde-nb | vsm
+    store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
+    # --- JLSE learner (SPEC section 1) ---
+    cf: int = 150
+    gamma: float = 0.9
+    reward: float = 1.0
+    anchor_floor: float = 0.01
+    context_distance: int = 5  # delta
+    bm25_k1: float = 2.0
+    bm25_b: float = 0.75
+    field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
+    # --- topic description (topic.toml) ---
+    name: str = ""
+    keywords: list[str] = field(default_factory=list)
+
+    def validate(self) -> Settings:
+        """Check values that have the right type but an impossible value."""
+        if self.strategy not in STRATEGIES:
+            raise SettingsError(
+                f"strategy: unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}"
+            )
+        for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
+                    "frontier_size", "max_url_length", "robots_cache_size", "cf",
+                    "domain_diversity", "max_pages_per_host"):
+            if getattr(self, key) < 1:
+                raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
+        for key in ("connect_timeout", "read_timeout", "fetch_deadline"):
+            if getattr(self, key) <= 0:
+                raise SettingsError(f"{key}: must be positive, got {getattr(self, key)}")
+        for key in ("politeness_delay", "max_crawl_delay", "retry_backoff", "max_retries",
+                    "max_depth", "max_redirects"):
+            if getattr(self, key) < 0:
+                raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if not 0.0 <= self.relevance_threshold <= 1.0:
+            raise SettingsError("relevance_threshold: must lie in [0, 1]")
+        if len(self.field_weights) != 3:
+            raise SettingsError("field_weights: needs three weights (anchor, url, context)")
+        return self
+
+    def replace(self, **changes: Any) -> Settings:
+        return apply_overrides(self, changes, source="override")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_HINTS = get_type_hints(Settings)
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    """Return ``value`` as the type of setting ``key``, or raise a SettingsError naming it."""
+    hint = _HINTS[key]
+    where = f"{key} (from {source})"
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise SettingsError(f"{where}: expected true or false, got {value!r}")
+    if hint is int:
+        if isinstance(value, bool):
+            raise SettingsError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise SettingsError(f"{where}: expected an integer, got {value!r}")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise SettingsError(f"{where}: expected a number, got {value!r}")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise SettingsError(f"{where}: expected a string, got {value!r}")
+    # list[str] / list[float]
+    item_type = hint.__args__[0]
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        raise SettingsError(f"{where}: expected a list, got {value!r}")
+    try:
+        return [item_type(v) if not isinstance(v, bool) else _bad() for v in value]
+    except (TypeError, ValueError):
+        raise SettingsError(f"{where}: expected a list of {item_type.__name__}, got {value!r}") from None
+
+
+def _bad() -> Any:
+    raise TypeError
+
+
+def apply_overrides(base: Settings, overrides: dict[str, Any], source: str) -> Settings:
+    """A copy of ``base`` with ``overrides`` applied; dashes in keys are read as underscores."""
+    changes = {}
+    for raw_key, value in overrides.items():
+        key = raw_key.replace("-", "_")
+        if key not in _HINTS:
+            raise SettingsError(f"{raw_key} (from {source}): unknown setting")
+        changes[key] = _coerce(key, value, source)
+    return dataclasses.replace(base, **changes).validate()
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read topic.toml as a flat dict; a ``[crawl]``-style table is flattened into its keys."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
+
+
+def load_settings(topic_toml: Path | None = None, cli: dict[str, Any] | None = None) -> Settings:
+    """Defaults, then ``topic.toml`` (if it exists), then CLI flags (``None`` values ignored)."""
+    settings = Settings()
+    if topic_toml is not None and topic_toml.exists():
+        settings = apply_overrides(settings, load_toml(topic_toml), source=str(topic_toml))
+    cli_values = {k: v for k, v in (cli or {}).items() if v is not None}
+    return apply_overrides(settings, cli_values, source="command line")

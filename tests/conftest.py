@@ -1,0 +1,86 @@
+"""Shared fixtures: a private PostgreSQL database and the sandbox web, per test session.
+
+Real services only. If PostgreSQL is not reachable the tests fail with a clear message (run
+``make services`` to start it) instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get("JLSE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+SESSION_TAG = uuid.uuid4().hex[:10]
+
+
+def _pg_admin_connection():
+    import psycopg2
+
+    try:
+        conn = psycopg2.connect(PG_ADMIN_URL, connect_timeout=5)
+    except psycopg2.OperationalError as exc:
+        pytest.fail(
+            f"PostgreSQL is not reachable at {PG_ADMIN_URL} ({exc}). "
+            "Start it with `make services` or set JLSE_TEST_PG.",
+            pytrace=False,
+        )
+    conn.autocommit = True
+    return conn
+
+
+@pytest.fixture(scope="session")
+def pg_database_url() -> Iterator[str]:
+    """URL of a PostgreSQL database private to this test session, dropped afterwards."""
+    name = f"jlse_test_{SESSION_TAG}"
+    admin = _pg_admin_connection()
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture()
+def pg_store_url(pg_database_url: str) -> Iterator[str]:
+    """A fresh, empty schema in the session database for one test (search_path set in the URL)."""
+    import psycopg2
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    conn = psycopg2.connect(pg_database_url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{pg_database_url}?options=-csearch_path%3D{schema}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox_web():
+    """The default sandbox web (deterministic), built once per session."""
+    from jlse.sandbox import build_web
+
+    return build_web()
+
+
+@pytest.fixture(scope="session")
+def sandbox(sandbox_web) -> Iterator:
+    """The sandbox web served on loopback for the whole session; ``sandbox.proxy_url``."""
+    from jlse.sandbox import SandboxServer
+
+    server = SandboxServer(sandbox_web)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
