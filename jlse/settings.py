@@ -55,6 +55,7 @@ class Settings:
     robots_cache_size: int = 1000
     robots_cache_ttl: float = 24 * 3600.0
     robots_retry_after: float = 60.0  # robots.txt 5xx/unreachable: host retried after this
+    robots_unavailable_retries: int = 2  # then its URLs are given up (outcome robots_unavailable)
     # --- scope and traps ---
     allowed_domains: list[str] = field(default_factory=list)  # empty = any host
     denied_domains: list[str] = field(default_factory=list)
@@ -99,6 +100,8 @@ class Settings:
                     "max_depth", "max_redirects"):
             if getattr(self, key) < 0:
                 raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
+            raise SettingsError("max_url_length: at most 2500")
         if not 0.0 <= self.relevance_threshold <= 1.0:
             raise SettingsError("relevance_threshold: must lie in [0, 1]")
         if len(self.field_weights) != 3:

@@ -1,0 +1,185 @@
+"""The ``jlse`` command: crawl, export, sandbox, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from jlse.settings import STRATEGIES, SettingsError
+
+log = logging.getLogger("jlse")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _setting_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``--set key=value`` flags as a dict (values are typed by the settings validator)."""
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"--set {pair!r}: expected key=value")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    from jlse.run import run_crawl
+
+    if args.frontier:
+        print("error: --frontier (distributed mode) is not available yet in this version; "
+              "omit it for an embedded crawl", file=sys.stderr)
+        return EXIT_USAGE
+    overrides = _setting_pairs(args.set or [])
+    overrides.update({"max_pages": args.max_pages, "strategy": args.strategy,
+                      "concurrency": args.concurrency})
+    summary = run_crawl(args.topic, overrides, workdir=args.workdir, store_url=args.store,
+                        resume=args.resume, fresh=args.fresh,
+                        progress=False if args.no_progress else None)
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
+    return EXIT_INTERRUPTED if summary.reason == "interrupted" else EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from jlse.export import export_pages
+    from scheduler.store import open_store
+
+    store_url = args.store or f"sqlite:///{(Path(args.workdir) / 'crawl.db').resolve()}"
+    if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).exists():
+        print(f"error: no crawl database at {store_url}", file=sys.stderr)
+        return EXIT_ERROR
+    min_relevance = None if args.all else args.min_relevance
+    with open_store(store_url) as store:
+        out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
+        try:
+            count = export_pages(store, out, args.format, min_relevance, args.targets_only)
+        finally:
+            if args.out:
+                out.close()
+    print(f"exported {count} pages", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from jlse.sandbox import SandboxServer, build_web
+
+    web = build_web(seed=args.seed, scale=args.scale)
+    if args.action == "truth":
+        web.write_truth(Path(args.out))
+        print(f"ground truth of {web.n_pages} pages written to {args.out}")
+        return EXIT_OK
+    if args.action == "topic":
+        if args.name not in web.topics:
+            print(f"error: unknown topic {args.name!r}; choose from {', '.join(web.topics)}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        path = web.write_topic_dir(args.name, Path(args.out))
+        print(f"topic directory written to {path}")
+        return EXIT_OK
+    server = SandboxServer(web, host=args.host, port=args.port, latency=args.latency)
+    server.start()
+    print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages; "
+          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url}  (Ctrl+C stops)", flush=True)
+    try:
+        import threading
+
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from jlse.demo import run_demo
+
+    return run_demo(args.topic, args.max_pages, Path(args.workdir))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jlse", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log INFO to the terminal")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    crawl = sub.add_parser("crawl", help="crawl for a topic")
+    crawl.add_argument("--topic", required=True, type=Path, help="topic directory")
+    crawl.add_argument("--max-pages", type=int, help="page budget (robots.txt not counted)")
+    crawl.add_argument("--strategy", choices=STRATEGIES)
+    crawl.add_argument("--concurrency", type=int)
+    crawl.add_argument("--store", help="crawl database URL (sqlite:///... or postgresql://...)")
+    crawl.add_argument("--frontier", help="redis://... frontier (distributed mode)")
+    crawl.add_argument("--workdir", type=Path, help="default: runs/<topic name>")
+    crawl.add_argument("--resume", action="store_true", help="continue the crawl in the store")
+    crawl.add_argument("--fresh", action="store_true", help="delete the workdir's crawl first")
+    crawl.add_argument("--set", action="append", metavar="KEY=VALUE", help="any setting")
+    crawl.add_argument("--no-progress", action="store_true")
+    crawl.add_argument("--json", action="store_true", help="print the summary as JSON")
+    crawl.set_defaults(func=cmd_crawl)
+
+    export = sub.add_parser("export", help="export relevant/target pages with scores")
+    export.add_argument("--workdir", default=".", help="the crawl's workdir (crawl.db inside)")
+    export.add_argument("--store", help="crawl database URL instead of --workdir")
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    export.add_argument("--out", help="output file (default: standard output)")
+    export.add_argument("--min-relevance", type=float, default=0.5)
+    export.add_argument("--targets-only", action="store_true")
+    export.add_argument("--all", action="store_true", help="every fetched page")
+    export.set_defaults(func=cmd_export)
+
+    sandbox = sub.add_parser("sandbox", help="the built-in test web")
+    sandbox.add_argument("action", choices=("serve", "truth", "topic"))
+    sandbox.add_argument("name", nargs="?", help="topic name (for 'topic')")
+    sandbox.add_argument("--host", default="127.0.0.1")
+    sandbox.add_argument("--port", type=int, default=8899)
+    sandbox.add_argument("--seed", type=int, default=7)
+    sandbox.add_argument("--scale", type=float, default=1.0)
+    sandbox.add_argument("--latency", type=float, default=0.0, help="seconds per response")
+    sandbox.add_argument("--out", default="sandbox-out", help="output path (truth/topic)")
+    sandbox.set_defaults(func=cmd_sandbox)
+
+    demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
+    demo.add_argument("--topic", default="phones")
+    demo.add_argument("--max-pages", type=int, default=500)
+    demo.add_argument("--workdir", default="runs/demo")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def _log_to_terminal(verbose: bool) -> None:
+    """Terminal: our own warnings (every fetch outcome is in the crawl's log file instead)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    if verbose:
+        handler.setLevel(logging.INFO)
+    else:
+        handler.setLevel(logging.WARNING)
+        handler.addFilter(lambda record: record.levelno >= logging.ERROR
+                          or record.name.startswith("jlse"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _log_to_terminal(args.verbose)
+    from jlse.run import CrawlSetupError
+    from jlse.topic import TopicError
+
+    try:
+        return args.func(args)
+    except (SettingsError, TopicError, CrawlSetupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

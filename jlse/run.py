@@ -1,0 +1,145 @@
+"""Assemble and run an embedded crawl from a topic directory (what ``jlse crawl`` does)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from jlse.embedded import EmbeddedCrawler
+from jlse.progress import CrawlProgress, CrawlSummary
+from jlse.settings import Settings
+from jlse.topic import Topic, build_topic_model, load_topic
+from models.strategies import make_strategy
+from scheduler.robots import RobotsCache
+from scheduler.store import open_store
+from scheduler.store.base import CrawlStore
+from scheduler.store.pages import PageRepository
+from scheduler.traps import TrapGuard
+from workers.fetcher import Fetcher
+from workers.pipeline import PagePipeline
+
+log = logging.getLogger(__name__)
+
+
+class CrawlSetupError(RuntimeError):
+    """The crawl cannot start (existing crawl without --resume, bad store URL, ...)."""
+
+
+def default_workdir(topic: Topic) -> Path:
+    return Path("runs") / topic.name
+
+
+def run_crawl(
+    topic_dir: Path | str,
+    overrides: dict[str, Any] | None = None,
+    workdir: Path | str | None = None,
+    store_url: str | None = None,
+    resume: bool = False,
+    fresh: bool = False,
+    progress: bool | None = None,
+) -> CrawlSummary:
+    topic = load_topic(topic_dir, overrides)
+    settings = topic.settings
+    workdir = Path(workdir) if workdir else default_workdir(topic)
+    if fresh:
+        _clear_workdir(workdir, store_url)
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_handler = _log_to_file(workdir / "crawl.log")
+    store_url = store_url or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
+    strategy = make_strategy(settings.strategy, settings.relevance_threshold,
+                             settings.expand_targets)
+    model = build_topic_model(topic)
+    store = open_store(store_url)
+    try:
+        resuming = _check_resume(store, resume, store_url)
+        _write_meta(store, topic, settings)
+        fetcher = Fetcher(settings)
+        traps = TrapGuard(settings)
+        robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
+        pages = PageRepository(workdir / "pages") if settings.store_pages else None
+        pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
+                                traps.child_pattern_run, pages)
+        bar = CrawlProgress(settings.max_pages, enabled=progress)
+        crawler = EmbeddedCrawler(settings, store, pipeline, traps, bar)
+        if resuming:
+            crawler.restore()
+        crawler.add_seeds(topic.seeds, strategy.seed_priority())
+        started = time.monotonic()
+        reason = crawler.run()
+        elapsed = time.monotonic() - started
+        bar.close()
+        fetcher.close()
+        summary = _summarise(crawler, store, settings, reason, elapsed, store_url, model is not None)
+        (workdir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
+        return summary
+    finally:
+        store.close()
+        logging.getLogger().removeHandler(log_handler)
+        log_handler.close()
+
+
+def _clear_workdir(workdir: Path, store_url: str | None) -> None:
+    if store_url and not store_url.startswith("sqlite"):
+        raise CrawlSetupError("--fresh only clears the default SQLite store; use a new database")
+    for name in ("crawl.db", "crawl.db-wal", "crawl.db-shm", "summary.json"):
+        (workdir / name).unlink(missing_ok=True)
+    shutil.rmtree(workdir / "pages", ignore_errors=True)
+
+
+def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
+    has_crawl = store.stats().links > 0
+    if has_crawl and not resume:
+        raise CrawlSetupError(
+            f"{store_url} already holds a crawl: continue it with --resume, "
+            "start over with --fresh, or pick another --workdir"
+        )
+    return has_crawl
+
+
+def _write_meta(store: CrawlStore, topic: Topic, settings: Settings) -> None:
+    previous = store.get_meta("strategy")
+    if previous and previous != settings.strategy:
+        log.warning("resuming a %s crawl with strategy %s", previous, settings.strategy)
+    store.set_meta("topic", topic.name)
+    store.set_meta("strategy", settings.strategy)
+    store.set_meta("settings", json.dumps(settings.to_dict()))
+
+
+def _summarise(crawler: EmbeddedCrawler, store: CrawlStore, settings: Settings, reason: str,
+               elapsed: float, store_url: str, classified: bool) -> CrawlSummary:
+    c = crawler.counters
+    stats = store.stats(settings.relevance_threshold)
+    per_page = max(c.fetched, 1)
+    cpu = {"fetch": c.cpu_fetch, "parse": c.cpu_parse, "classify": c.cpu_classify,
+           "store": c.cpu_store}
+    return CrawlSummary(
+        reason=reason, fetched=c.fetched, relevant=c.relevant, targets=c.targets,
+        elapsed=elapsed, frontier_left=len(crawler.frontier), store_url=_safe_url(store_url),
+        outcomes=stats.outcomes, classified=classified,
+        cpu_ms_per_page={k: 1000 * v / per_page for k, v in cpu.items()},
+    )
+
+
+def _safe_url(url: str) -> str:
+    """The URL without a password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url
+
+
+def _log_to_file(path: Path) -> logging.Handler:
+    """Every outcome worth a line goes to the crawl's log file, not the terminal."""
+    root = logging.getLogger()
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    return handler

@@ -1,0 +1,151 @@
+"""Multinomial Naive Bayes page classifier with Laplace smoothing (SPEC section 1).
+
+``P(c|d) ∝ P(c) · Π_k P(w_k|c)`` with ``P(w|c) = (α + Σ_{d∈c} N(w,d)) / (α|V| + Σ_{w'} Σ_{d∈c} N(w',d))``,
+α = 1 being Laplace smoothing and V the training vocabulary (both classes). Computed in log
+space; words not in V are ignored, so an empty text gets the class prior.
+
+Why a temperature: NB treats every word of a page as independent evidence, so on a page of a
+thousand tokens the log-odds run into the hundreds and the posterior is exactly 0 or 1 - useless
+as a crawl priority. The reported posterior is ``sigmoid(log_odds / T)`` with
+``T = max(1, n_tokens / evidence_tokens)``: texts of up to ``evidence_tokens`` known tokens
+(anchors, snippets) get the exact NB posterior; a longer text is scored as if it carried
+``evidence_tokens`` tokens of its average per-token evidence. Dividing the whole log-odds (prior
+included) keeps every decision (posterior above or below 0.5) identical to plain NB.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.naive_bayes import MultinomialNB
+
+from models.tokenizer import tokenize
+
+if TYPE_CHECKING:
+    from typing import Self
+
+logger = logging.getLogger(__name__)
+
+
+# Characters tokenised per text. Chinese segmentation costs ~1.5-2 µs per character in pure
+# Python, so a whole 15 KB page (~4,000 characters) takes ~7 ms; a sample of 2,000 characters
+# spread over the page (benchmarks/bench_classify.py: ~280 Chinese / ~1,700 English pages/s per
+# core) is still far more evidence than the posterior's temperature lets count (see above).
+DEFAULT_MAX_CHARS = 2_000
+SAMPLE_WINDOWS = 4
+
+
+def text_sample(text: str, max_chars: int, windows: int = SAMPLE_WINDOWS) -> str:
+    """``text`` if it has at most ``max_chars`` characters, else ``windows`` evenly spaced slices
+    of ``max_chars // windows`` characters, first and last included: the whole page is sampled,
+    not only its navigation-heavy start. Bounds tokenising time on long pages."""
+    if len(text) <= max_chars:
+        return text
+    width = max_chars // windows
+    if windows < 2 or width == 0:
+        return text[:max_chars]
+    step = (len(text) - width) / (windows - 1)
+    starts = [round(i * step) for i in range(windows)]
+    return "\n".join(text[start : start + width] for start in starts)
+
+
+def binary_labels(labels: Sequence[int], n_samples: int, what: str) -> np.ndarray:
+    """``labels`` as an int array of 0/1 with both classes present, or a clear ValueError."""
+    y = np.asarray(labels, dtype=int).reshape(-1)
+    if len(y) != n_samples:
+        raise ValueError(f"{what}: {n_samples} samples but {len(y)} labels")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError(f"{what}: labels must be 1 (relevant/target) or 0, got {sorted(set(y.tolist()))}")
+    if len(np.unique(y)) < 2:
+        raise ValueError(f"{what}: needs samples of both classes (label 1 and label 0)")
+    return y
+
+
+class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
+    """P(relevant | text) by multinomial NB over :func:`models.tokenizer.tokenize` tokens.
+
+    ``max_chars`` bounds the characters tokenised per text (:func:`text_sample`; speed on long
+    pages); ``evidence_tokens`` is the temperature of the module docstring (``None``: plain NB).
+    """
+
+    def __init__(
+        self,
+        alpha: float = 1.0,
+        max_features: int | None = 50_000,
+        *,
+        max_chars: int = DEFAULT_MAX_CHARS,
+        evidence_tokens: int | None = 10,
+    ) -> None:
+        self.alpha = alpha
+        self.max_features = max_features
+        self.max_chars = max_chars
+        self.evidence_tokens = evidence_tokens
+
+    def fit(self, texts: Sequence[str], labels: Sequence[int]) -> Self:
+        y = binary_labels(labels, len(texts), "NaiveBayesTextClassifier.fit")
+        self.vectorizer_ = CountVectorizer(
+            tokenizer=tokenize, lowercase=False, token_pattern=None, max_features=self.max_features
+        )
+        try:
+            counts = self.vectorizer_.fit_transform(self._capped(texts))
+        except ValueError as exc:  # CountVectorizer: "empty vocabulary"
+            raise ValueError(f"NaiveBayesTextClassifier.fit: no usable words in the samples ({exc})") from None
+        self.nb_ = MultinomialNB(alpha=self.alpha).fit(counts, y)
+        self.classes_ = self.nb_.classes_
+        log_prob = self.nb_.feature_log_prob_
+        self.word_log_ratio_ = log_prob[1] - log_prob[0]
+        self.prior_log_odds_ = float(self.nb_.class_log_prior_[1] - self.nb_.class_log_prior_[0])
+        logger.debug("page NB fitted on %d texts, %d words", len(y), counts.shape[1])
+        return self
+
+    def log_odds(self, texts: Sequence[str]) -> np.ndarray:
+        """Plain NB ``log P(relevant|text) - log P(irrelevant|text)`` for each text."""
+        return self._log_odds(self._counts(texts))
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """P(relevant | text) for each text, shape (n,), tempered as the module docstring says."""
+        counts = self._counts(texts)
+        log_odds = self._log_odds(counts)
+        if self.evidence_tokens is not None:
+            n_tokens = np.asarray(counts.sum(axis=1)).ravel()
+            log_odds = log_odds / np.maximum(1.0, n_tokens / self.evidence_tokens)
+        return expit(log_odds)
+
+    def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """1 where NB prefers relevant, else 0 (a tie goes to irrelevant, as argmax does)."""
+        return (self.predict_proba(texts) > 0.5).astype(int)
+
+    def relevance(self, text: str) -> float:
+        """P(relevant | text) of one text."""
+        return float(self.predict_proba([text])[0])
+
+    def _counts(self, texts: Sequence[str]) -> csr_matrix:
+        """Word counts over the vocabulary, like ``vectorizer_.transform`` at a fraction of its
+        per-call cost (repeated indices in a row are summed by every sparse operation we use)."""
+        vocabulary = self.vectorizer_.vocabulary_
+        indices: list[int] = []
+        indptr = [0]
+        for text in self._capped(texts):
+            indices.extend(i for i in map(vocabulary.get, tokenize(text)) if i is not None)
+            indptr.append(len(indices))
+        data = np.ones(len(indices))
+        return csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, len(vocabulary)))
+
+    def _log_odds(self, counts) -> np.ndarray:
+        return self.prior_log_odds_ + counts @ self.word_log_ratio_
+
+    def _capped(self, texts: Sequence[str]) -> list[str]:
+        capped = []
+        for text in texts:
+            if not isinstance(text, str):
+                logger.warning("NB: expected str, got %s; scored as an empty text", type(text).__name__)
+                text = ""
+            capped.append(text_sample(text, self.max_chars))
+        return capped

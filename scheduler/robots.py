@@ -1,0 +1,205 @@
+"""robots.txt (RFC 9309): fetch once per host, cache, and answer "may we fetch this URL?".
+
+The cache does not fetch by itself: it is given a ``fetch_robots(url) -> FetchResult`` function
+(``workers.fetcher.Fetcher.fetch_robots``), so ``scheduler`` does not depend on ``workers``.
+
+What a robots.txt fetch means (RFC 9309 section 2.3.1):
+
+* 2xx: the rules are parsed (protego) and obeyed for the user-agent token ``jlse``.
+* 4xx, too many redirects, a refused address: "unavailable", everything is allowed.
+* 5xx, 429, timeout, connection error: "unreachable", the whole host is disallowed and the answer
+  is cached only for ``robots_retry_after`` seconds, after which robots.txt is fetched again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from protego import Protego
+
+from scheduler.records import Outcome
+
+if TYPE_CHECKING:
+    from jlse.settings import Settings
+    from workers.fetcher import FetchResult
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_UNREACHABLE_OUTCOMES = {Outcome.TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.ERROR}
+
+
+@dataclass
+class RobotsVerdict:
+    allowed: bool
+    crawl_delay: float | None = None  # capped at settings.max_crawl_delay
+    unavailable: bool = False  # robots.txt 5xx/unreachable: host disallowed for now
+    retry_after: float | None = None  # seconds until the host should be tried again
+    fetched: bool = False  # this check fetched robots.txt (a request was made to the host)
+
+
+@dataclass
+class _Entry:
+    """What one host's robots.txt said, until ``expires_at`` (monotonic clock)."""
+
+    expires_at: float
+    rules: Protego | None = None  # None: everything allowed (or nothing, if unreachable)
+    unreachable: bool = False
+    crawl_delay: float | None = None
+
+
+def robots_origin(url: str) -> str | None:
+    """``scheme://host[:port]`` of ``url`` (default port dropped), or None if it has none."""
+    try:
+        parts = urlsplit(url)
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return None
+    if scheme not in _DEFAULT_PORTS or not host:
+        return None
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        host = f"{host}:{port}"
+    return f"{scheme}://{host}"
+
+
+def agent_token(user_agent: str) -> str:
+    """The product token robots.txt groups are matched against: ``jlse/0.1 (...)`` → ``jlse``."""
+    words = user_agent.split("/", 1)[0].split()
+    return words[0] if words else "*"
+
+
+class RobotsCache:
+    """Per-host robots.txt rules in an LRU of ``robots_cache_size`` hosts, each kept for
+    ``robots_cache_ttl`` seconds (``robots_retry_after`` when unreachable)."""
+
+    def __init__(self, settings: Settings, fetch_robots: Callable[[str], FetchResult]) -> None:
+        self.settings = settings
+        self.fetch_robots = fetch_robots
+        self.agent = agent_token(settings.user_agent)
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._loading: dict[str, threading.Lock] = {}  # per-host locks while robots.txt loads
+        self._lock = threading.Lock()  # guards _entries and _loading
+
+    def check(self, url: str) -> RobotsVerdict:
+        """May ``url`` be fetched? Fetches robots.txt once per host when it is not cached."""
+        if not self.settings.obey_robots:
+            return RobotsVerdict(allowed=True)
+        origin = robots_origin(url)
+        if origin is None:
+            return RobotsVerdict(allowed=True)  # not an http(s) URL: the fetcher refuses it
+        entry, fetched = self._entry_for(origin)
+        return self._verdict(entry, url, fetched)
+
+    def crawl_delay(self, host: str) -> float | None:
+        """Cached Crawl-delay of ``host`` (``name[:port]`` or a URL); None if unknown. No fetch."""
+        candidates = [host] if "://" in host else [f"http://{host}", f"https://{host}"]
+        for candidate in candidates:
+            origin = robots_origin(candidate)
+            entry = self._cached(origin) if origin else None
+            if entry is not None and entry.crawl_delay is not None:
+                return entry.crawl_delay
+        return None
+
+    def _entry_for(self, origin: str) -> tuple[_Entry, bool]:
+        entry = self._cached(origin)
+        if entry is not None:
+            return entry, False
+        with self._lock:
+            host_lock = self._loading.setdefault(origin, threading.Lock())
+        with host_lock:
+            entry = self._cached(origin)  # another thread may have loaded it meanwhile
+            if entry is not None:
+                return entry, False
+            entry = self._load(origin)
+            with self._lock:
+                self._store(origin, entry)
+                self._loading.pop(origin, None)
+        return entry, True
+
+    def _cached(self, origin: str) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(origin)
+            if entry is None:
+                return None
+            if entry.expires_at <= time.monotonic():
+                del self._entries[origin]
+                return None
+            self._entries.move_to_end(origin)
+            return entry
+
+    def _store(self, origin: str, entry: _Entry) -> None:
+        """Add ``entry`` and evict the least recently used hosts beyond the cache size."""
+        self._entries[origin] = entry
+        self._entries.move_to_end(origin)
+        while len(self._entries) > self.settings.robots_cache_size:
+            self._entries.popitem(last=False)
+
+    def _load(self, origin: str) -> _Entry:
+        robots_url = f"{origin}/robots.txt"
+        try:
+            result = self.fetch_robots(robots_url)
+        except Exception:  # fetch_robots should never raise; if it does, the host waits
+            log.exception("fetching %s failed unexpectedly", robots_url)
+            return self._unreachable_entry(robots_url, "unexpected error")
+        if result.outcome is Outcome.OK:
+            return self._parsed_entry(robots_url, result.text or "")
+        if _is_unreachable(result):
+            return self._unreachable_entry(robots_url, result.error or result.outcome.value)
+        log.info(
+            "%s unavailable (%s): all allowed", robots_url, result.error or result.outcome.value
+        )
+        return _Entry(expires_at=time.monotonic() + self.settings.robots_cache_ttl)
+
+    def _parsed_entry(self, robots_url: str, text: str) -> _Entry:
+        expires_at = time.monotonic() + self.settings.robots_cache_ttl
+        try:
+            rules = Protego.parse(text)
+            delay = rules.crawl_delay(self.agent)
+        except Exception:  # protego is lenient; a crash here means "no usable rules"
+            log.warning("%s could not be parsed: all allowed", robots_url, exc_info=True)
+            return _Entry(expires_at=expires_at)
+        return _Entry(expires_at=expires_at, rules=rules, crawl_delay=self._capped_delay(delay))
+
+    def _unreachable_entry(self, robots_url: str, reason: str) -> _Entry:
+        retry_after = self.settings.robots_retry_after
+        log.warning(
+            "%s unreachable (%s): host disallowed for %.0f s", robots_url, reason, retry_after
+        )
+        return _Entry(expires_at=time.monotonic() + retry_after, unreachable=True)
+
+    def _capped_delay(self, delay: float | None) -> float | None:
+        if delay is None or not math.isfinite(delay) or delay < 0:
+            return None
+        return min(float(delay), self.settings.max_crawl_delay)
+
+    def _verdict(self, entry: _Entry, url: str, fetched: bool) -> RobotsVerdict:
+        if entry.unreachable:
+            retry_after = max(0.0, entry.expires_at - time.monotonic())
+            return RobotsVerdict(False, unavailable=True, retry_after=retry_after, fetched=fetched)
+        allowed = True
+        if entry.rules is not None:
+            try:
+                allowed = entry.rules.can_fetch(url, self.agent)
+            except Exception:  # an odd URL protego cannot match: no rule applies to it
+                log.debug("robots match failed for %s", url, exc_info=True)
+        return RobotsVerdict(allowed, crawl_delay=entry.crawl_delay, fetched=fetched)
+
+
+def _is_unreachable(result: FetchResult) -> bool:
+    """RFC 9309 "unreachable": server errors and network failures (429 counts as a 5xx)."""
+    if result.outcome in _UNREACHABLE_OUTCOMES:
+        return True
+    if result.outcome is Outcome.HTTP_ERROR:
+        status = result.status_code
+        return status is None or status >= 500 or status == 429
+    return False

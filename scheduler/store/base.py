@@ -1,0 +1,132 @@
+"""The crawl database contract: what every backend (SQLite, PostgreSQL) offers the crawler."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from scheduler.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
+
+
+class StoreError(RuntimeError):
+    """The crawl database failed: unreachable, corrupt, wrong schema, or a refused write."""
+
+
+@dataclass
+class CrawlStats:
+    """Counts over the whole crawl database."""
+
+    links: int = 0
+    queued: int = 0
+    fetched: int = 0
+    rejected: int = 0
+    relevant: int = 0  # fetched pages with relevance >= the threshold
+    targets: int = 0  # rows of the ResultTable
+    outcomes: dict[str, int] = field(default_factory=dict)  # crawl-history rows per outcome
+    harvest_rate: float = 0.0  # relevant / fetched, 0 when nothing was fetched
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CrawlStore(ABC):
+    """LinkTable, ResultTable, crawl history and settings of one crawl.
+
+    Every method is one transaction; every database failure is raised as ``StoreError``.
+    Methods may be called from several threads.
+    """
+
+    @abstractmethod
+    def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
+        """Insert the URLs not yet known; ``(id, created)`` per input, in input order.
+
+        A known URL keeps its row; while it is still queued its priority becomes the max of
+        the old and the new one. In a batch the first occurrence of a URL wins (priority max)
+        and only that occurrence can report ``created``.
+        """
+
+    @abstractmethod
+    def record_fetch(self, record: FetchRecord) -> None:
+        """Store one fetch: history row, link marked fetched, ResultTable row if a target."""
+
+    @abstractmethod
+    def reject(self, url_id: int, outcome: Outcome, reason: str) -> None:
+        """Mark a link rejected without fetching it, with a history row saying why."""
+
+    @abstractmethod
+    def requeue(self, url_id: int) -> None:
+        """Put a link back in the queued state (to be tried again later)."""
+
+    @abstractmethod
+    def get_link(self, url_id: int) -> StoredLink | None: ...
+
+    @abstractmethod
+    def get_link_id(self, url: str) -> int | None: ...
+
+    @abstractmethod
+    def iter_links(self, status: LinkStatus | None = None, batch: int = 5000) -> Iterator[StoredLink]:
+        """Links ordered by id, read ``batch`` rows at a time (never all at once)."""
+
+    @abstractmethod
+    def iter_urls(self) -> Iterator[str]:
+        """Every URL of the LinkTable, read in batches."""
+
+    @abstractmethod
+    def host_fetch_counts(self) -> dict[str, int]:
+        """Number of fetched links per host."""
+
+    @abstractmethod
+    def stats(self, relevance_threshold: float = 0.5) -> CrawlStats: ...
+
+    @abstractmethod
+    def result_count(self) -> int:
+        """Rows of the ResultTable (target pages)."""
+
+    @abstractmethod
+    def export_rows(
+        self, min_relevance: float | None = 0.5, targets_only: bool = False
+    ) -> Iterator[dict]:
+        """Fetched pages as dicts (url, title, relevance, is_target, depth, fetched_at,
+        status_code, content_type, parent_url).
+
+        ``targets_only``: the target pages only (``min_relevance`` is then ignored);
+        otherwise pages with relevance >= ``min_relevance``, or every fetched page if it is None.
+        """
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection; later calls raise ``StoreError``. Safe to call twice."""
+
+    def __enter__(self) -> CrawlStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the user part or a ``password=`` parameter) masked."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{hostport}"
+        query = parts.query
+        if "password" in query.lower():
+            pairs = parse_qsl(query, keep_blank_values=True)
+            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs],
+                            safe="*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return url.split("://", 1)[0] + "://***"

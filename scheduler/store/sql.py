@@ -1,0 +1,331 @@
+"""The crawl database in portable SQL; the backends add connections, transactions and upserts.
+
+Queries are written with ``?`` placeholders; a backend with another paramstyle rewrites them
+(``_q``). No query here contains a literal ``?`` or ``%``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from scheduler.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
+from scheduler.store.base import CrawlStats, CrawlStore, StoreError
+from scheduler.store.schema import SCHEMA_VERSION, schema_statements
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# A PostgreSQL btree entry holds at most ~2700 bytes, so the UNIQUE index on url caps URL length.
+MAX_URL_BYTES = 2500
+
+LINK_FIELDS = (
+    "id", "url", "parent_id", "depth", "anchor_text", "context", "priority", "status",
+    "pattern_run", "redirect_hops", "relevance", "is_target", "title", "host", "discovered_at",
+    "fetched_at",
+)
+LINK_COLUMNS = ", ".join(f"l.{name}" for name in LINK_FIELDS)
+LINK_INSERT_COLUMNS = (
+    "url, host, parent_id, depth, anchor_text, context, priority, status, pattern_run, "
+    "redirect_hops, discovered_at"
+)
+_EXPORT_SQL = (
+    "SELECT l.id, l.url, l.title, l.relevance, l.is_target, l.depth, l.fetched_at, "
+    "f.status_code, f.content_type, p.url "
+    "FROM links l LEFT JOIN links p ON p.id = l.parent_id "
+    "LEFT JOIN fetches f ON f.id = (SELECT MAX(f2.id) FROM fetches f2 WHERE f2.url_id = l.id)"
+)
+
+
+def clean_text(text: str | None) -> str:
+    """``text`` storable by both backends: no NUL characters, no lone surrogates."""
+    if not text:
+        return ""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def host_of(url: str) -> str:
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def merge_duplicates(links: Sequence[NewLink]) -> dict[str, NewLink]:
+    """One link per (cleaned) URL: the first occurrence, with the highest priority seen."""
+    merged: dict[str, NewLink] = {}
+    for link in links:
+        url = clean_text(link.url)
+        first = merged.get(url)
+        if first is None:
+            merged[url] = NewLink(
+                url=url, parent_id=link.parent_id, depth=link.depth,
+                anchor_text=clean_text(link.anchor_text), context=clean_text(link.context),
+                priority=float(link.priority), pattern_run=link.pattern_run,
+                redirect_hops=link.redirect_hops,
+            )
+        elif link.priority > first.priority:
+            first.priority = float(link.priority)
+    return merged
+
+
+def check_url_lengths(urls: Sequence[str]) -> None:
+    for url in urls:
+        size = len(url.encode("utf-8"))
+        if size > MAX_URL_BYTES:
+            log.warning("add_links refused a URL of %d bytes: %s...", size, url[:80])
+            raise StoreError(
+                f"URL of {size} bytes is longer than the store accepts ({MAX_URL_BYTES}): "
+                f"{url[:80]}... (lower the max_url_length setting)"
+            )
+
+
+def link_row(link: NewLink, now: float) -> tuple:
+    """Values for ``LINK_INSERT_COLUMNS``."""
+    return (
+        link.url, host_of(link.url), link.parent_id, link.depth, link.anchor_text,
+        link.context, link.priority, LinkStatus.QUEUED.value, link.pattern_run,
+        link.redirect_hops, now,
+    )
+
+
+def row_to_link(row: Sequence[Any]) -> StoredLink:
+    """A ``LINK_COLUMNS`` row as a StoredLink (host and timestamps go to ``extra``)."""
+    return StoredLink(
+        id=row[0], url=row[1], parent_id=row[2], depth=row[3], anchor_text=row[4],
+        context=row[5], priority=row[6], status=LinkStatus(row[7]), pattern_run=row[8],
+        redirect_hops=row[9], relevance=row[10], is_target=bool(row[11]), title=row[12],
+        extra={"host": row[13], "discovered_at": row[14], "fetched_at": row[15]},
+    )
+
+
+class SqlCrawlStore(CrawlStore):
+    """Everything but connection handling and the link upsert, shared by both backends."""
+
+    dialect = ""
+    placeholder = "?"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._closed = False
+
+    # --- what a backend provides ---
+    @abstractmethod
+    def _run(self, work: Callable[[Any], T], what: str, write: bool = True) -> T:
+        """``work(cursor)`` in one transaction under the lock; DB errors become StoreError."""
+
+    @abstractmethod
+    def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
+        """Insert or update (priority max while queued) deduplicated links: url -> (id, created)."""
+
+    def _q(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _fetchall(self, cur: Any, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        cur.execute(self._q(sql), tuple(params))
+        return cur.fetchall()
+
+    def _fetchone(self, cur: Any, sql: str, params: Sequence[Any] = ()) -> tuple | None:
+        cur.execute(self._q(sql), tuple(params))
+        return cur.fetchone()
+
+    def _create_schema(self, cur: Any) -> None:
+        """Create missing tables and check the schema version (part of opening)."""
+        for statement in schema_statements(self.dialect):
+            cur.execute(statement)
+        cur.execute(
+            self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
+            ("schema_version", SCHEMA_VERSION),
+        )
+        found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",))
+        if found is None or found[0] != SCHEMA_VERSION:
+            version = found[0] if found else None
+            raise StoreError(
+                f"crawl database has schema version {version!r}; this jlse needs {SCHEMA_VERSION!r}"
+            )
+
+    # --- LinkTable ---
+    def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
+        if not links:
+            return []
+        merged = merge_duplicates(links)
+        check_url_lengths(list(merged))
+        now = time.time()
+        ids = self._run(lambda cur: self._upsert_links(cur, list(merged.values()), now), "add_links")
+        answers, seen = [], set()
+        for link in links:
+            url = clean_text(link.url)
+            link_id, created = ids[url]
+            answers.append((link_id, created and url not in seen))
+            seen.add(url)
+        return answers
+
+    def record_fetch(self, record: FetchRecord) -> None:
+        fetched_at = record.fetched_at or time.time()
+        is_target = int(bool(record.is_target))
+
+        def work(cur: Any) -> None:
+            cur.execute(
+                self._q("UPDATE links SET status = ?, fetched_at = ?, relevance = ?, is_target = ?, "
+                        "title = ? WHERE id = ?"),
+                (LinkStatus.FETCHED.value, fetched_at, record.relevance, is_target,
+                 clean_text(record.title), record.url_id),
+            )
+            self._require_row(cur, record.url_id)
+            self._insert_fetch(cur, record, fetched_at)
+            if is_target:
+                cur.execute(
+                    self._q("INSERT INTO results (url_id, relevance, stored_at) VALUES (?, ?, ?) "
+                            "ON CONFLICT (url_id) DO NOTHING"),
+                    (record.url_id, record.relevance, time.time()),
+                )
+
+        self._run(work, "record_fetch")
+
+    def _insert_fetch(self, cur: Any, record: FetchRecord, fetched_at: float) -> None:
+        cur.execute(
+            self._q("INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, "
+                    "elapsed, outcome, final_url, relevance, is_target, error) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            (record.url_id, fetched_at, record.status_code, clean_text(record.content_type),
+             record.n_bytes, record.elapsed, Outcome(record.outcome).value,
+             clean_text(record.final_url), record.relevance, int(bool(record.is_target)),
+             clean_text(record.error)),
+        )
+
+    @staticmethod
+    def _require_row(cur: Any, url_id: int) -> None:
+        if cur.rowcount == 0:
+            raise StoreError(f"no link with id {url_id}")
+
+    def reject(self, url_id: int, outcome: Outcome, reason: str) -> None:
+        record = FetchRecord(url_id=url_id, url="", outcome=Outcome(outcome), error=reason)
+        now = time.time()
+
+        def work(cur: Any) -> None:
+            cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
+                        (LinkStatus.REJECTED.value, url_id))
+            self._require_row(cur, url_id)
+            self._insert_fetch(cur, record, now)
+
+        self._run(work, "reject")
+
+    def requeue(self, url_id: int) -> None:
+        def work(cur: Any) -> None:
+            cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
+                        (LinkStatus.QUEUED.value, url_id))
+            self._require_row(cur, url_id)
+
+        self._run(work, "requeue")
+
+    def get_link(self, url_id: int) -> StoredLink | None:
+        sql = f"SELECT {LINK_COLUMNS} FROM links l WHERE l.id = ?"
+        row = self._run(lambda cur: self._fetchone(cur, sql, (url_id,)), "get_link", write=False)
+        return row_to_link(row) if row else None
+
+    def get_link_id(self, url: str) -> int | None:
+        sql = "SELECT id FROM links WHERE url = ?"
+        row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(url),)), "get_link_id",
+                        write=False)
+        return row[0] if row else None
+
+    def _paged(self, select: str, conditions: list[str], params: tuple, batch: int,
+               what: str) -> Iterator[tuple]:
+        """Rows of ``select`` (over ``links l``, ``l.id`` first) by id, ``batch`` at a time.
+
+        Keyset pagination: each page is its own short query, so no lock or transaction is held
+        while the caller works on the rows (it may write to the store in between).
+        """
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        where = " AND ".join([*conditions, "l.id > ?"])
+        sql = f"{select} WHERE {where} ORDER BY l.id LIMIT ?"
+        last_id = -1
+        while True:
+            page_params = (*params, last_id, batch)
+            rows = self._run(lambda cur, p=page_params: self._fetchall(cur, sql, p), what, write=False)
+            yield from rows
+            if len(rows) < batch:
+                return
+            last_id = rows[-1][0]
+
+    def iter_links(self, status: LinkStatus | None = None, batch: int = 5000) -> Iterator[StoredLink]:
+        conditions, params = (["l.status = ?"], (LinkStatus(status).value,)) if status else ([], ())
+        select = f"SELECT {LINK_COLUMNS} FROM links l"
+        for row in self._paged(select, conditions, params, batch, "iter_links"):
+            yield row_to_link(row)
+
+    def iter_urls(self) -> Iterator[str]:
+        for row in self._paged("SELECT l.id, l.url FROM links l", [], (), 5000, "iter_urls"):
+            yield row[1]
+
+    def host_fetch_counts(self) -> dict[str, int]:
+        sql = "SELECT host, COUNT(*) FROM links WHERE status = ? GROUP BY host"
+        rows = self._run(lambda cur: self._fetchall(cur, sql, (LinkStatus.FETCHED.value,)),
+                         "host_fetch_counts", write=False)
+        return {host: count for host, count in rows}
+
+    # --- results, statistics, export ---
+    def result_count(self) -> int:
+        row = self._run(lambda cur: self._fetchone(cur, "SELECT COUNT(*) FROM results"),
+                        "result_count", write=False)
+        return int(row[0]) if row else 0
+
+    def stats(self, relevance_threshold: float = 0.5) -> CrawlStats:
+        def work(cur: Any) -> CrawlStats:
+            by_status = dict(self._fetchall(cur, "SELECT status, COUNT(*) FROM links GROUP BY status"))
+            relevant = self._fetchone(
+                cur, "SELECT COUNT(*) FROM links WHERE status = ? AND relevance >= ?",
+                (LinkStatus.FETCHED.value, relevance_threshold))[0]
+            targets = self._fetchone(cur, "SELECT COUNT(*) FROM results")[0]
+            outcomes = dict(self._fetchall(cur, "SELECT outcome, COUNT(*) FROM fetches GROUP BY outcome"))
+            fetched = int(by_status.get(LinkStatus.FETCHED.value, 0))
+            return CrawlStats(
+                links=int(sum(by_status.values())),
+                queued=int(by_status.get(LinkStatus.QUEUED.value, 0)),
+                fetched=fetched,
+                rejected=int(by_status.get(LinkStatus.REJECTED.value, 0)),
+                relevant=int(relevant), targets=int(targets),
+                outcomes={k: int(v) for k, v in outcomes.items()},
+                harvest_rate=relevant / fetched if fetched else 0.0,
+            )
+
+        return self._run(work, "stats", write=False)
+
+    def export_rows(self, min_relevance: float | None = 0.5, targets_only: bool = False) -> Iterator[dict]:
+        conditions, params = ["l.status = 'fetched'"], ()
+        if targets_only:
+            conditions.append("l.is_target = 1")
+        elif min_relevance is not None:
+            conditions.append("l.relevance >= ?")
+            params = (min_relevance,)
+        for row in self._paged(_EXPORT_SQL, conditions, params, 5000, "export_rows"):
+            yield {
+                "url": row[1], "title": row[2], "relevance": row[3], "is_target": bool(row[4]),
+                "depth": row[5], "fetched_at": row[6], "status_code": row[7],
+                "content_type": row[8] or "", "parent_url": row[9],
+            }
+
+    # --- meta ---
+    def set_meta(self, key: str, value: str) -> None:
+        sql = ("INSERT INTO meta (key, value) VALUES (?, ?) "
+               "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+        self._run(lambda cur: cur.execute(self._q(sql), (clean_text(key), clean_text(value))),
+                  "set_meta")
+
+    def get_meta(self, key: str) -> str | None:
+        sql = "SELECT value FROM meta WHERE key = ?"
+        row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(key),)), "get_meta",
+                        write=False)
+        return row[0] if row else None

@@ -1,0 +1,314 @@
+"""URL canonicalisation (SPEC section 2 (a)-(f)) and the URL features the scheduler needs.
+
+``canonicalize`` decides when two URLs name the same page, so every URL is canonical before it
+reaches the frontier or the crawl database. It never raises: anything it cannot make into a
+valid http(s) URL is ``None``. IRIs (non-ASCII hosts, paths, queries) are first made into URIs
+by w3lib's ``safe_url_string``; the normalisation itself is done here because w3lib's
+``canonicalize_url`` sorts the query (order can matter) and keeps invalid hosts.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+import re
+from urllib.parse import parse_qsl, unquote, unquote_plus, urljoin, urlsplit
+
+from w3lib.url import safe_url_string
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+INDEX_PAGES = ("index.html", "index.htm")
+MAX_HOST_LENGTH = 253
+MAX_NETLOC_LENGTH = 1024  # host, port and user info
+CACHED_URL_CHARS = 2048  # longer URLs are not kept in the canonicalisation cache
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SUB_DELIMS = "!$&'()*+,;="
+_PATH_SAFE = frozenset(_UNRESERVED | set(_SUB_DELIMS) | set(":@/"))
+_QUERY_SAFE = frozenset(_PATH_SAFE | set("?"))
+# A valid escape, or a character that may have to be escaped (anything outside the safe sets).
+_ESCAPE_OR_UNSAFE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
+_C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+_HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
+def canonicalize(url: str, base: str | None = None) -> str | None:
+    """The canonical form of ``url`` (resolved against ``base``), or None if it is not a valid
+    http(s) URL. Never raises; idempotent."""
+    try:
+        return _canonicalize(url, base)
+    except Exception as exc:  # noqa: BLE001 - bad input must never crash the crawl
+        logger.debug("cannot canonicalize %r (base %r): %s", url, base, exc)
+        return None
+
+
+def _canonicalize(url: str, base: str | None) -> str | None:
+    if not isinstance(url, str):
+        return None
+    url = _preclean(url)
+    if base:
+        url = _join(_preclean(base), url)
+    if len(url) > CACHED_URL_CHARS:
+        return _canonical_absolute.__wrapped__(url)
+    return _canonical_absolute(url)
+
+
+@functools.lru_cache(maxsize=16384)  # site navigation links repeat on every page of a site
+def _canonical_absolute(url: str) -> str | None:
+    if not url.isascii():
+        url = safe_url_string(url)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        return None
+    if len(parts.netloc) > MAX_NETLOC_LENGTH:
+        return None
+    netloc = _canonical_netloc(parts.netloc, scheme)
+    if netloc is None:
+        return None
+    path = _canonical_path(parts.path)
+    query = _normalize_escapes(parts.query, _QUERY_SAFE)
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def _preclean(url: str) -> str:
+    """What browsers do before parsing: trim controls and spaces, drop tabs and newlines, and
+    read a backslash before the query as a slash."""
+    url = url.strip(_C0_OR_SPACE)
+    if "\t" in url or "\n" in url or "\r" in url:
+        url = url.translate(_TAB_NEWLINE)
+    if "\\" in url:
+        cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+        url = url[:cut].replace("\\", "/") + url[cut:]
+    return url
+
+
+def _join(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986 section 5.2, dot segments left for later).
+
+    A fast path for the common reference shapes; ``urljoin`` handles the rest."""
+    scheme_match = _SCHEME.match(ref)
+    if scheme_match:
+        end = scheme_match.end()
+        if base[:end].lower() != ref[:end].lower() or ref.startswith("//", end):
+            return ref
+        return urljoin(base, ref)  # "http:page" relative to an http base
+    scheme, origin, path, query = _split_base(base)
+    if ref.startswith("//"):
+        return f"{scheme}:{ref}"
+    if ref.startswith("/"):
+        return origin + ref
+    if not ref or ref.startswith("#"):
+        return origin + path + (f"?{query}" if query else "")
+    if ref.startswith("?"):
+        return origin + path + ref
+    return origin + path[: path.rfind("/") + 1] + ref
+
+
+@functools.lru_cache(maxsize=256)
+def _split_base(base: str) -> tuple[str, str, str, str]:
+    """Scheme, ``scheme://netloc``, path (at least "/") and query of a base URL."""
+    parts = urlsplit(base)
+    return parts.scheme, f"{parts.scheme}://{parts.netloc}", parts.path or "/", parts.query
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_netloc(netloc: str, scheme: str) -> str | None:
+    """Lower-case ``host[:port]`` without user info or default port; None if invalid."""
+    hostport = netloc.rpartition("@")[2]
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            return None
+        host = _canonical_ipv6(hostport[1:end])
+        rest = hostport[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None
+        port_text = rest[1:]
+    else:
+        host_text, _, port_text = hostport.partition(":")
+        host = _canonical_host(host_text)
+    if host is None:
+        return None
+    if not port_text:
+        return host
+    if not _PORT.fullmatch(port_text):
+        return None
+    port = int(port_text)
+    if not 0 < port < 65536:
+        return None
+    return host if port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
+
+
+def _canonical_ipv6(text: str) -> str | None:
+    try:
+        return f"[{ipaddress.IPv6Address(text).compressed}]"
+    except ValueError:
+        return None
+
+
+def _canonical_host(text: str) -> str | None:
+    """Lower-case, punycode host name with one trailing dot removed; None if invalid."""
+    host = text.lower()
+    if not host.isascii():
+        return None  # safe_url_string could not IDNA-encode it
+    if host.endswith("."):
+        host = host[:-1]
+    if not host or len(host) > MAX_HOST_LENGTH:
+        return None
+    if not _HOST_NAME.fullmatch(host):
+        return None
+    return host
+
+
+def _canonical_path(path: str) -> str:
+    path = _normalize_escapes(path, _PATH_SAFE)
+    if not path.startswith("/"):
+        path = "/" + path
+    path = remove_dot_segments(path)
+    head, _, last = path.rpartition("/")
+    if last.lower() in INDEX_PAGES:
+        path = head + "/"
+    return path
+
+
+def _normalize_escapes(text: str, safe: frozenset[str]) -> str:
+    """Decode escapes of unreserved characters, upper-case the others, escape unsafe characters
+    (UTF-8) and a ``%`` that starts no escape."""
+    if not text or not _ESCAPE_OR_UNSAFE.search(text):
+        return text
+
+    def fix(match: re.Match[str]) -> str:
+        token = match.group()
+        if len(token) == 3:
+            char = chr(int(token[1:], 16))
+            return char if char in _UNRESERVED else token.upper()
+        if token in safe:
+            return token
+        return "".join(f"%{byte:02X}" for byte in token.encode("utf-8", "surrogatepass"))
+
+    return _ESCAPE_OR_UNSAFE.sub(fix, text)
+
+
+def remove_dot_segments(path: str) -> str:
+    """Resolve ``.`` and ``..`` segments of an absolute path (RFC 3986, section 5.2.4)."""
+    if "/." not in path:
+        return path
+    segments = path[1:].split("/")
+    output: list[str] = []
+    for segment in segments[:-1]:
+        if segment == "..":
+            if output:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    last = segments[-1]
+    if last in (".", ".."):
+        if last == ".." and output:
+            output.pop()
+        output.append("")
+    else:
+        output.append(last)
+    return "/" + "/".join(output)
+
+
+def host_of(url: str) -> str:
+    """Lower-case ``host[:port]`` of a canonical URL, "" if it has none."""
+    try:
+        return urlsplit(url).netloc.rpartition("@")[2].lower()
+    except ValueError:
+        return ""
+
+
+def hostname_of(host: str) -> str:
+    """``host[:port]`` without the port (IPv6 brackets kept)."""
+    if host.startswith("["):
+        return host[: host.find("]") + 1]
+    return host.partition(":")[0]
+
+
+# Second-level labels under a two-letter country TLD that are public suffixes themselves.
+_SECOND_LEVEL_SUFFIXES = frozenset(
+    ("com", "net", "org", "gov", "edu", "ac", "co", "mil", "or", "ne", "go", "gob", "nic")
+)
+
+
+def registered_domain(host: str) -> str:
+    """Crude eTLD+1 of a host: ``a.b.example.com`` -> ``example.com``, ``x.example.com.cn`` ->
+    ``example.com.cn``. IP addresses are returned as they are. No public-suffix list."""
+    name = hostname_of(host.lower()).rstrip(".")
+    if name.startswith("[") or _is_ipv4(name):
+        return name
+    labels = name.split(".")
+    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL_SUFFIXES:
+        return ".".join(labels[-3:])
+    return ".".join(labels[-2:])
+
+
+def _is_ipv4(name: str) -> bool:
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return False
+    return True
+
+
+_ID_SEGMENT = re.compile(
+    r"(?i)(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|(?=[a-f]*[0-9])[0-9a-f]{8,})(\.[a-z0-9]+)?"
+)
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def url_pattern(url: str) -> str:
+    """The URL's shape: host + path with digit runs as ``9`` and id/hash segments as ``*``,
+    then the sorted query keys. ``/p/12.html`` and ``/p/345.html`` share a pattern."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    segments = [_segment_pattern(segment) for segment in parts.path.split("/")]
+    pattern = parts.netloc.rpartition("@")[2].lower() + "/".join(segments)
+    keys = sorted({key for key, _ in parse_qsl(parts.query, keep_blank_values=True)})
+    return pattern + ("?" + "&".join(keys) if keys else "")
+
+
+def _segment_pattern(segment: str) -> str:
+    match = _ID_SEGMENT.fullmatch(segment)
+    if match:
+        return "*" + (match.group(1) or "")
+    return _DIGITS.sub("9", segment)
+
+
+_WORD = re.compile(r"[^\W_]+")
+COMMON_URL_TOKENS = frozenset(
+    ("http", "https", "www", "com", "net", "org", "html", "htm", "shtml", "php", "asp", "aspx",
+     "jsp", "cgi", "index", "default")
+)
+
+
+def url_tokens(url: str) -> list[str]:
+    """Lower-case word tokens of the URL's host (without ``www`` and the TLD), path and query.
+    One-character numbers and common tokens (``html``, ``php``, ``com``, ...) are dropped."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return []
+    labels = host.split(".")
+    if labels and labels[0] == "www":
+        labels = labels[1:]
+    if len(labels) > 1:
+        labels = labels[:-1]
+    text = " ".join((*labels, unquote(parts.path), unquote_plus(parts.query))).lower()
+    return [
+        token
+        for token in _WORD.findall(text)
+        if token not in COMMON_URL_TOKENS and not (token.isdigit() and len(token) < 2)
+    ]

@@ -1,0 +1,147 @@
+"""End-to-end embedded crawls of the sandbox web, checked against the server's request log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from crawl_checks import (
+    crawl_delay_breaches,
+    duplicate_fetches,
+    robots_violations,
+    trap_fetches,
+)
+
+from jlse.run import CrawlSetupError, run_crawl
+from scheduler.store import open_store
+
+FAST = {"politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
+        "connect_timeout": 2.0, "read_timeout": 2.0, "fetch_deadline": 4.0}
+
+
+@pytest.fixture(scope="module")
+def phones_topic(sandbox_web, tmp_path_factory) -> Path:
+    return sandbox_web.write_topic_dir("phones", tmp_path_factory.mktemp("topic") / "phones")
+
+
+def crawl(topic: Path, sandbox, workdir: Path, max_pages: int, **extra):
+    overrides = dict(FAST, proxy=sandbox.proxy_url, max_pages=max_pages)
+    store_url = extra.pop("store_url", None)
+    resume = extra.pop("resume", False)
+    overrides.update(extra)
+    return run_crawl(topic, overrides, workdir=workdir, store_url=store_url, resume=resume,
+                     progress=False)
+
+
+def test_bfs_crawl_reaches_budget_politely(phones_topic, sandbox, sandbox_web, tmp_path):
+    sandbox.clear_log()
+    summary = crawl(phones_topic, sandbox, tmp_path / "w", 400)
+    log = sandbox.log
+    assert summary.reason == "page budget reached"
+    assert summary.fetched == 400
+    assert duplicate_fetches(log) == []
+    assert robots_violations(log, sandbox_web) == []
+    assert crawl_delay_breaches(log, sandbox_web) == []
+    assert trap_fetches(log, sandbox_web) <= 2 * 12
+    with open_store(summary.store_url) as store:
+        stats = store.stats()
+        assert stats.fetched + stats.rejected >= 400
+        assert sum(1 for _ in store.iter_links()) == stats.links
+    assert (tmp_path / "w" / "summary.json").exists()
+    assert (tmp_path / "w" / "crawl.log").stat().st_size > 0
+
+
+def test_crawl_judges_relevance(phones_topic, sandbox, sandbox_web, tmp_path):
+    summary = crawl(phones_topic, sandbox, tmp_path / "w", 300)
+    with open_store(summary.store_url) as store:
+        rows = list(store.export_rows(min_relevance=None))
+    judged = [(r["relevance"] >= 0.5, sandbox_web.is_relevant(r["url"], "phones"))
+              for r in rows if r["relevance"] is not None and sandbox_web.truth(r["url"])]
+    assert len(judged) > 100
+    accuracy = sum(a == b for a, b in judged) / len(judged)
+    assert accuracy > 0.8, accuracy
+
+
+def test_existing_crawl_needs_resume(phones_topic, sandbox, tmp_path):
+    crawl(phones_topic, sandbox, tmp_path / "w", 20)
+    with pytest.raises(CrawlSetupError, match="--resume"):
+        crawl(phones_topic, sandbox, tmp_path / "w", 40)
+
+
+def test_resume_continues_without_refetching(phones_topic, sandbox, tmp_path):
+    sandbox.clear_log()
+    first = crawl(phones_topic, sandbox, tmp_path / "w", 60)
+    second = crawl(phones_topic, sandbox, tmp_path / "w", 150, resume=True)
+    assert first.fetched == 60 and second.fetched == 150
+    assert duplicate_fetches(sandbox.log) == []
+
+
+def test_postgresql_store(phones_topic, sandbox, tmp_path, pg_store_url):
+    sandbox.clear_log()
+    summary = crawl(phones_topic, sandbox, tmp_path / "w", 120, store_url=pg_store_url)
+    assert summary.fetched == 120
+    assert duplicate_fetches(sandbox.log) == []
+    with open_store(pg_store_url) as store:
+        assert store.stats().fetched >= 120
+
+
+def test_ctrl_c_stops_cleanly_and_resume_finishes(phones_topic, sandbox, tmp_path):
+    """SIGINT mid-crawl: exit 130, nothing lost; --resume reaches the budget, no refetch."""
+    sandbox.clear_log()
+    workdir = tmp_path / "w"
+    cmd = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(phones_topic),
+           "--workdir", str(workdir), "--max-pages", "120", "--no-progress", "--json",
+           "--set", f"proxy={sandbox.proxy_url}", "--set", "politeness_delay=0.5",
+           "--set", "concurrency=2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    time.sleep(5)
+    assert proc.poll() is None, "the crawl ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    first = json.loads(out)
+    assert first["reason"] == "interrupted" and 0 < first["fetched"] < 120
+    done = subprocess.run(cmd[:-6] + ["--resume", "--set", f"proxy={sandbox.proxy_url}",
+                                      "--set", "politeness_delay=0.02"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["fetched"] == 120
+    assert duplicate_fetches(sandbox.log) == []
+
+
+def test_fault_host_every_fault_survived(sandbox, tmp_path):
+    """A crawl that meets every fault ends each one in an outcome and goes on."""
+    topic = tmp_path / "faults"
+    topic.mkdir()
+    (topic / "seeds.txt").write_text(
+        "http://faults.test/links.html\nhttp://robots-500.test/page/1.html\n"
+        "http://robots-404.test/page/1.html\nhttp://robots-hang.test/page/1.html\n"
+        "http://robots-delay.test/page/1.html\nhttp://no-such-host.test/\n"
+    )
+    summary = crawl(topic, sandbox, tmp_path / "w", 200, read_timeout=1.0, fetch_deadline=3.0,
+                    robots_unavailable_retries=1, max_retries=1, retry_backoff=0.05)
+    assert summary.reason in ("frontier empty", "page budget reached")
+    with open_store(summary.store_url) as store:
+        outcomes = store.stats().outcomes
+        rows = {r["url"]: r for r in store.export_rows(min_relevance=None)}
+    for expected in ("ok", "redirect", "http_error", "too_large", "not_html", "timeout",
+                     "robots_disallowed", "robots_unavailable"):
+        assert outcomes.get(expected, 0) > 0, (expected, outcomes)
+    assert "http://faults.test/ok.html" in rows
+    assert "http://faults.test/private/secret.html" not in rows
+
+
+def test_bad_topic_is_a_clear_cli_error(tmp_path):
+    (tmp_path / "t").mkdir()
+    done = subprocess.run([sys.executable, "-m", "jlse.cli", "crawl", "--topic",
+                           str(tmp_path / "t"), "--max-pages", "5"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "seeds.txt" in done.stderr and "Traceback" not in done.stderr

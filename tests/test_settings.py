@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import pytest
+
+from jlse.settings import Settings, SettingsError, apply_overrides, load_settings
+
+
+def test_defaults_are_valid():
+    s = Settings().validate()
+    assert s.max_bytes == 2 * 1024 * 1024
+    assert s.max_redirects == 5 and s.cf == 150 and s.max_url_length == 2048
+
+
+def test_precedence_defaults_toml_cli(tmp_path: Path):
+    toml = tmp_path / "topic.toml"
+    toml.write_text('name = "phones"\nmax_pages = 50\npoliteness_delay = 0.5\n'
+                    '[crawl]\nconcurrency = 4\n')
+    s = load_settings(toml, {"max_pages": "70", "strategy": None})
+    assert s.name == "phones"
+    assert s.max_pages == 70  # CLI beats topic.toml
+    assert s.politeness_delay == 0.5  # topic.toml beats the default
+    assert s.concurrency == 4  # a [table] is flattened
+    assert s.strategy == "bfs"  # None on the command line means "not given"
+
+
+def test_unknown_key_is_named(tmp_path: Path):
+    toml = tmp_path / "topic.toml"
+    toml.write_text("max_pagez = 3\n")
+    with pytest.raises(SettingsError, match="max_pagez.*unknown setting"):
+        load_settings(toml)
+
+
+@pytest.mark.parametrize("key,value", [
+    ("max_pages", "many"), ("max_pages", 1.5), ("obey_robots", "perhaps"),
+    ("politeness_delay", "slow"), ("allowed_domains", 3), ("user_agent", 12),
+])
+def test_wrong_type_is_named(key, value):
+    with pytest.raises(SettingsError, match=key):
+        apply_overrides(Settings(), {key: value}, source="test")
+
+
+@pytest.mark.parametrize("key,value", [
+    ("max_pages", 0), ("strategy", "random-walk"), ("relevance_threshold", 1.5),
+    ("read_timeout", 0), ("field_weights", [1, 2]),
+])
+def test_impossible_values(key, value):
+    with pytest.raises(SettingsError, match=key):
+        apply_overrides(Settings(), {key: value}, source="test")
+
+
+def test_cli_strings_are_typed():
+    s = apply_overrides(Settings(), {"max-pages": "1_000", "obey_robots": "false",
+                                     "allowed_domains": "a.test, b.test"}, source="cli")
+    assert s.max_pages == 1000 and s.obey_robots is False
+    assert s.allowed_domains == ["a.test", "b.test"]
+
+
+def test_bad_toml_is_a_clear_error(tmp_path: Path):
+    toml = tmp_path / "topic.toml"
+    toml.write_text("name = \n")
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        load_settings(toml)

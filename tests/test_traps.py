@@ -1,0 +1,145 @@
+"""Spider-trap and scope defences."""
+
+from __future__ import annotations
+
+import threading
+
+from jlse.settings import Settings
+from scheduler.traps import TrapGuard
+from scheduler.urls import canonicalize
+
+
+def _guard(**overrides) -> TrapGuard:
+    return TrapGuard(Settings().replace(**overrides))
+
+
+def test_ordinary_url_is_accepted() -> None:
+    assert _guard().refuse_reason("http://example.com/news/1.html", 3, 0) is None
+
+
+def test_infinite_calendar_is_refused_after_max_pattern_run_steps() -> None:
+    guard = _guard(max_pattern_run=5)
+    parent, run = "http://cal.test/calendar/2024/01", 0
+    accepted = [parent]
+    for step in range(1, 100):
+        year, month = divmod(2024 * 12 + step, 12)
+        child = f"http://cal.test/calendar/{year}/{month + 1:02d}"
+        run = guard.child_pattern_run(parent, run, child)
+        reason = guard.refuse_reason(child, depth=step, pattern_run=run)
+        if reason is not None:
+            assert reason == "pattern run"
+            break
+        accepted.append(child)
+        parent = child
+    # the first calendar page plus max_pattern_run more in a row, never more
+    assert len(accepted) == 1 + 5
+
+
+def test_calendar_with_query_is_one_pattern() -> None:
+    guard = _guard()
+    parent = "http://cal.test/view?date=2024-05-01&mode=day"
+    child = "http://cal.test/view?mode=day&date=2024-05-02"
+    assert guard.child_pattern_run(parent, 7, child) == 8
+
+
+def test_pattern_run_resets_on_a_different_pattern() -> None:
+    guard = _guard()
+    assert guard.child_pattern_run("http://h.test/p/1.html", 4, "http://h.test/about") == 0
+    assert guard.child_pattern_run("http://h.test/p/1.html", 4, "http://h.test/p/2.html") == 5
+
+
+def test_repeated_path_segments_are_refused() -> None:
+    guard = _guard(max_repeated_segments=2)
+    assert guard.refuse_reason("http://h.test/a/b/a/b/a/b", 1, 0) == "repeated path segments"
+    assert guard.refuse_reason("http://h.test/a/b/a/b", 1, 0) is None
+    assert guard.refuse_reason("http://h.test/2024/01/01/post", 1, 0) is None
+    # empty segments (double slashes) are not counted
+    assert guard.refuse_reason("http://h.test/a////b", 1, 0) is None
+
+
+def test_long_url_is_refused() -> None:
+    guard = _guard(max_url_length=100)
+    assert guard.refuse_reason("http://h.test/" + "x" * 100, 1, 0) == "url too long"
+    assert guard.refuse_reason("http://h.test/" + "x" * 50, 1, 0) is None
+
+
+def test_depth_limit() -> None:
+    guard = _guard(max_depth=3)
+    assert guard.refuse_reason("http://h.test/x", 3, 0) is None
+    assert guard.refuse_reason("http://h.test/x", 4, 0) == "too deep"
+
+
+def test_allowed_domains_include_subdomains_only() -> None:
+    guard = _guard(allowed_domains=["Example.com", "*.other.org"])
+    assert guard.refuse_reason("http://example.com/", 0, 0) is None
+    assert guard.refuse_reason("http://news.example.com:8080/", 0, 0) is None
+    assert guard.refuse_reason("http://a.other.org/", 0, 0) is None
+    assert guard.refuse_reason("http://badexample.com/", 0, 0) == "out of scope"
+    assert guard.refuse_reason("http://example.com.evil.net/", 0, 0) == "out of scope"
+    assert guard.refuse_reason("http://unrelated.test/", 0, 0) == "out of scope"
+
+
+def test_denied_domains_win_over_allowed() -> None:
+    guard = _guard(allowed_domains=["example.com"], denied_domains=["ads.example.com"])
+    assert guard.refuse_reason("http://www.example.com/", 0, 0) is None
+    assert guard.refuse_reason("http://ads.example.com/x", 0, 0) == "out of scope"
+    assert guard.refuse_reason("http://x.ads.example.com/x", 0, 0) == "out of scope"
+
+
+def test_empty_allowed_domains_means_any_host() -> None:
+    guard = _guard(denied_domains=["tracker.test"])
+    assert guard.refuse_reason("http://anything.test/", 0, 0) is None
+    assert guard.refuse_reason("http://tracker.test/", 0, 0) == "out of scope"
+    assert guard.in_scope("[::1]:8080")
+
+
+def test_url_without_host_is_refused() -> None:
+    assert _guard().refuse_reason("not a url", 0, 0) == "invalid url"
+
+
+def test_host_budget() -> None:
+    guard = _guard(max_pages_per_host=3)
+    url = "http://busy.test/page"
+    for _ in range(3):
+        assert guard.refuse_reason(url, 1, 0) is None
+        guard.note_fetch("busy.test")
+    assert guard.host_fetches("busy.test") == 3
+    assert guard.refuse_reason(url, 1, 0) == "host budget"
+    assert guard.refuse_reason("http://quiet.test/page", 1, 0) is None
+    # the budget is per host:port, as host_of reports it
+    assert guard.refuse_reason("http://busy.test:8080/page", 1, 0) is None
+
+
+def test_restore_counts_on_resume() -> None:
+    guard = _guard(max_pages_per_host=10)
+    guard.note_fetch("a.test")
+    guard.restore_counts({"a.test": 10, "B.test": 2})
+    assert guard.host_fetches("a.test") == 10
+    assert guard.host_fetches("b.test") == 2
+    assert guard.refuse_reason("http://a.test/x", 0, 0) == "host budget"
+    assert guard.refuse_reason("http://b.test/x", 0, 0) is None
+
+
+def test_note_fetch_is_thread_safe() -> None:
+    guard = _guard()
+
+    def fetch_many() -> None:
+        for _ in range(2000):
+            guard.note_fetch("h.test")
+
+    threads = [threading.Thread(target=fetch_many) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert guard.host_fetches("h.test") == 8000
+
+
+def test_checks_work_on_canonical_urls() -> None:
+    guard = _guard(allowed_domains=["Bücher.DE"], max_repeated_segments=1)
+    assert guard.refuse_reason(canonicalize("http://www.bücher.de/a") or "", 0, 0) is None
+    assert guard.refuse_reason("http://xn--bcher-kva.de/a", 0, 0) is None
+    assert guard.refuse_reason("http://buecher.de/a", 0, 0) == "out of scope"
+    dotted = canonicalize("http://xn--bcher-kva.de/a/./././b") or ""
+    assert guard.refuse_reason(dotted, 0, 0) is None
+    assert guard.refuse_reason("http://xn--bcher-kva.de/a/b/a", 0, 0) == "repeated path segments"

@@ -1,0 +1,202 @@
+"""The per-page pipeline: robots.txt -> fetch -> parse -> classify -> score out-links.
+
+One ``PagePipeline.process(task)`` call handles one URL and returns a ``PageResult`` that says
+what to write (history row, new links). It never touches the crawl database or the frontier, so
+the embedded crawl runs it in a thread pool and the distributed mode in a Celery task. It never
+raises: anything unexpected becomes ``Outcome.ERROR`` with the reason logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jlse.settings import Settings
+from models.strategies import Strategy
+from models.topic_model import TopicModel
+from scheduler.records import CrawlTask, FetchRecord, NewLink, Outcome
+from scheduler.robots import RobotsCache
+from scheduler.store.pages import PageRepository
+from scheduler.urls import canonicalize
+from workers.charset import decode_html
+from workers.fetcher import Fetcher, FetchResult
+from workers.parser import ParsedPage, parse_html
+
+log = logging.getLogger(__name__)
+
+MAX_CLASSIFIER_CHARS = 20_000
+
+
+def page_text(page: ParsedPage) -> str:
+    """The text the page classifier sees: title, meta and visible text."""
+    parts = (page.title, page.description, page.keywords, page.text)
+    return " ".join(part for part in parts if part)[:MAX_CLASSIFIER_CHARS]
+
+
+def _reused_page(url: str, body: bytes) -> FetchResult:
+    """A page from the repository, as if fetched (no bytes on the wire)."""
+    text, codec = decode_html(body, None)
+    return FetchResult(url=url, outcome=Outcome.OK, status_code=200, content_type="text/html",
+                       body=body, text=text, encoding=codec)
+
+
+@dataclass
+class PageResult:
+    """What one pipeline run produced; the writer turns it into database rows."""
+
+    task: CrawlTask
+    fetch: FetchRecord | None = None  # a page request was made (counts against the budget)
+    rejected: tuple[Outcome, str] | None = None  # refused before any page request
+    requeue_after: float | None = None  # robots.txt unavailable: try the host again later
+    crawl_delay: float | None = None
+    links: list[NewLink] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage
+
+
+class _Stopwatch:
+    """CPU time per stage of one page, measured on the worker thread."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self._last = time.thread_time()
+
+    def lap(self, stage: str) -> None:
+        now = time.thread_time()
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + now - self._last
+        self._last = now
+
+
+class PagePipeline:
+    def __init__(
+        self,
+        settings: Settings,
+        fetcher: Fetcher,
+        robots: RobotsCache | None,
+        strategy: Strategy,
+        model: TopicModel | None,
+        child_pattern_run: Callable[[str, int, str], int],
+        pages: PageRepository | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.fetcher = fetcher
+        self.robots = robots
+        self.strategy = strategy
+        self.model = model
+        self.child_pattern_run = child_pattern_run
+        self.pages = pages
+        self._sleep = sleep
+
+    def process(self, task: CrawlTask) -> PageResult:
+        watch = _Stopwatch()
+        try:
+            result = self._process(task, watch)
+        except Exception as exc:  # a bug or a pathological page must not stop the crawl
+            log.exception("unexpected error on %s", task.url)
+            record = FetchRecord(task.url_id, task.url, Outcome.ERROR, fetched_at=time.time(),
+                                 error=f"{type(exc).__name__}: {exc}"[:500])
+            result = PageResult(task, fetch=record)
+        result.cpu = watch.cpu
+        return result
+
+    def _process(self, task: CrawlTask, watch: _Stopwatch) -> PageResult:
+        result = PageResult(task)
+        if self.robots is not None and not self._robots_allow(task, result):
+            return result
+        started = time.time()
+        fetched = self._fetch(task.url)
+        watch.lap("fetch")
+        record = FetchRecord(
+            url_id=task.url_id, url=task.url, outcome=fetched.outcome, fetched_at=started,
+            status_code=fetched.status_code, content_type=fetched.content_type,
+            n_bytes=fetched.n_bytes, elapsed=fetched.elapsed, error=fetched.error,
+        )
+        result.fetch = record
+        if fetched.outcome is Outcome.REDIRECT:
+            self._follow_redirect(task, fetched, result)
+        elif fetched.outcome is Outcome.OK and fetched.text is not None:
+            self._handle_page(task, fetched.text, result, watch)
+        return result
+
+    def _robots_allow(self, task: CrawlTask, result: PageResult) -> bool:
+        verdict = self.robots.check(task.url)
+        result.crawl_delay = verdict.crawl_delay
+        if verdict.unavailable:
+            result.requeue_after = verdict.retry_after or self.settings.robots_retry_after
+            return False
+        if not verdict.allowed:
+            result.rejected = (Outcome.ROBOTS_DISALLOWED, "disallowed by robots.txt")
+            return False
+        if verdict.fetched:  # robots.txt was just requested from this host: keep the delay
+            self._sleep(max(self.settings.politeness_delay, verdict.crawl_delay or 0.0))
+        return True
+
+    def _fetch(self, url: str) -> FetchResult:
+        """Fetch ``url``, or reuse its page from the repository (SPEC section 2)."""
+        if self.pages is not None:
+            body = self.pages.load(url)
+            if body is not None:
+                return _reused_page(url, body)
+        fetched = self.fetcher.fetch(url)
+        if self.pages is not None and fetched.outcome is Outcome.OK and fetched.body:
+            try:
+                self.pages.save(url, fetched.body)
+            except OSError as exc:
+                log.warning("page repository: cannot save %s: %s", url, exc)
+        return fetched
+
+    def _follow_redirect(self, task: CrawlTask, fetched: FetchResult, result: PageResult) -> None:
+        """A redirect target goes back to the frontier so every hop is re-checked."""
+        hops = task.redirect_hops + 1
+        target = canonicalize(fetched.redirect_to or "")
+        record = result.fetch
+        record.final_url = target or (fetched.redirect_to or "")
+        if hops > self.settings.max_redirects:
+            record.outcome = Outcome.TOO_MANY_REDIRECTS
+            record.error = f"more than {self.settings.max_redirects} redirects"
+            return
+        if target is None:
+            record.error = f"redirect to an invalid URL: {fetched.redirect_to!r}"
+            return
+        result.links.append(NewLink(
+            url=target, parent_id=task.url_id, depth=task.depth, anchor_text=task.anchor_text,
+            context=task.context, priority=task.priority, pattern_run=task.pattern_run,
+            redirect_hops=hops,
+        ))
+
+    def _handle_page(self, task: CrawlTask, html: str, result: PageResult,
+                     watch: _Stopwatch) -> None:
+        page = parse_html(html, task.url, context_distance=self.settings.context_distance)
+        watch.lap("parse")
+        record = result.fetch
+        record.title = page.title[:500]
+        relevance = None
+        if self.model is not None:
+            relevance = float(self.model.relevance(page_text(page)))
+            record.is_target = bool(self.model.is_target(page.stats))
+        record.relevance = relevance
+        if self.strategy.should_expand(relevance, record.is_target):
+            result.links = self._score_links(task, page, relevance)
+        watch.lap("classify")
+
+    def _score_links(self, task: CrawlTask, page: ParsedPage, relevance: float | None,
+                     ) -> list[NewLink]:
+        links = [link for link in page.links if link.url != task.url]
+        if not links:
+            return []
+        priorities = self.strategy.score_links(
+            relevance, task.depth,
+            [link.anchor_text for link in links],
+            [link.url for link in links],
+            [link.context for link in links],
+        )
+        return [
+            NewLink(
+                url=link.url, parent_id=task.url_id, depth=task.depth + 1,
+                anchor_text=link.anchor_text, context=link.context, priority=float(priority),
+                pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
+            )
+            for link, priority in zip(links, priorities, strict=True)
+        ]
