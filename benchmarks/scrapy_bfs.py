@@ -156,6 +156,10 @@ def crawl_settings(args: argparse.Namespace) -> dict:
         "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
         "REDIRECT_ENABLED": False,  # the callback follows Location itself (jlse's accounting)
+        "METAREFRESH_ENABLED": False,  # jlse does not follow <meta http-equiv=refresh>
+        # The spider yields only requests: handling them one at a time (not 100 asyncio tasks
+        # per response) cuts Scrapy's CPU per page by a third here. The baseline gets its best.
+        "CONCURRENT_ITEMS": 1,
         "HTTPERROR_ALLOW_ALL": True,
         "RETRY_TIMES": args.retries,
         # jlse retries 5xx and connection errors, never a timeout
@@ -164,7 +168,7 @@ def crawl_settings(args: argparse.Namespace) -> dict:
         "DOWNLOAD_MAXSIZE": args.max_bytes,
         "DOWNLOAD_WARNSIZE": 0,
         "DOWNLOAD_TIMEOUT": args.timeout,
-        "DOWNLOADER_MIDDLEWARES": {f"{__name__}.PageBudget": 990},
+        "DOWNLOADER_MIDDLEWARES": {PageBudget: 990},
         "BENCH_MAX_PAGES": args.max_pages,
         "TELNETCONSOLE_ENABLED": False,
         "LOG_LEVEL": "WARNING",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from jlse.run import run_crawl
 from jlse.sandbox import SandboxServer, build_web
+from scheduler.store import open_store
 
 DEMO_SETTINGS = {
     "politeness_delay": 0.25,  # the sandbox is local; a real crawl keeps the 1 s default
@@ -33,7 +34,17 @@ def run_demo(topic: str, max_pages: int, workdir: Path) -> int:
         overrides = dict(DEMO_SETTINGS, proxy=server.proxy_url, max_pages=max_pages)
         summary = run_crawl(topic_dir, overrides, workdir=workdir / "crawl")
     print(summary.render())
-    relevant_truth = sum(1 for t in web.iter_truth() if t.topic == topic)
-    print(f"  (the sandbox holds {relevant_truth} pages on '{topic}'; "
-          f"export them with: jlse export --workdir {workdir / 'crawl'})")
+    print(ground_truth_line(web, topic, summary.store_url))
+    print(f"  export the relevant pages with: jlse export --workdir {workdir / 'crawl'}")
     return 0
+
+
+def ground_truth_line(web, topic: str, store_url: str) -> str:
+    """Harvest judged by the sandbox's ground truth, not by the crawler's own classifier."""
+    with open_store(store_url) as store:
+        urls = [row["url"] for row in store.export_rows(min_relevance=None)]
+    on_topic = sum(web.is_relevant(url, topic) for url in urls)
+    total = sum(1 for t in web.iter_truth() if t.topic == topic)
+    rate = on_topic / len(urls) if urls else 0.0
+    return (f"  ground truth    {on_topic} of {len(urls)} fetched pages are on '{topic}' "
+            f"(harvest {rate:.3f}); the sandbox holds {total}")

@@ -51,7 +51,7 @@ def run_crawl(
     log_handler = _log_to_file(workdir / "crawl.log")
     store_url = store_url or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     strategy = make_strategy(settings.strategy, settings.relevance_threshold,
-                             settings.expand_targets)
+                             settings.expand_targets, settings.hard_focus)
     model = build_topic_model(topic)
     store = open_store(store_url)
     try:

@@ -19,6 +19,7 @@ else:  # pragma: no cover
 
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
+PAGE_CLASSIFIERS = ("nb",)
 STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-product", "opic", "bayes", "vsm")
 
 
@@ -67,7 +68,7 @@ class Settings:
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
     # --- page classifier / topic model ---
-    page_classifier: str = "nb"  # nb | kde-nb | vsm
+    page_classifier: str = "nb"  # multinomial Naive Bayes (kde-nb and vsm: next release)
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
     # --- JLSE learner (SPEC section 1) ---
     cf: int = 150
@@ -104,6 +105,9 @@ class Settings:
             raise SettingsError("max_url_length: at most 2500")
         if not 0.0 <= self.relevance_threshold <= 1.0:
             raise SettingsError("relevance_threshold: must lie in [0, 1]")
+        if self.page_classifier not in PAGE_CLASSIFIERS:
+            raise SettingsError(f"page_classifier: unknown {self.page_classifier!r}; "
+                                f"available: {', '.join(PAGE_CLASSIFIERS)}")
         if len(self.field_weights) != 3:
             raise SettingsError("field_weights: needs three weights (anchor, url, context)")
         return self

@@ -18,9 +18,11 @@ class Strategy(ABC):
     name: str = ""
     focused: bool = True  # hard focus: irrelevant pages are not expanded
 
-    def __init__(self, relevance_threshold: float = 0.5, expand_targets: bool = False) -> None:
+    def __init__(self, relevance_threshold: float = 0.5, expand_targets: bool = False,
+                 hard_focus: bool = True) -> None:
         self.relevance_threshold = relevance_threshold
         self.expand_targets = expand_targets
+        self.hard_focus = hard_focus
 
     def seed_priority(self) -> float:
         return 1.0
@@ -31,6 +33,8 @@ class Strategy(ABC):
             return True
         if is_target and not self.expand_targets:
             return False
+        if not self.hard_focus:
+            return True
         return relevance is None or relevance >= self.relevance_threshold
 
     @abstractmethod
@@ -77,8 +81,8 @@ def available_strategies() -> list[str]:
     return sorted(_STRATEGIES)
 
 
-def make_strategy(name: str, relevance_threshold: float = 0.5,
-                  expand_targets: bool = False) -> Strategy:
+def make_strategy(name: str, relevance_threshold: float = 0.5, expand_targets: bool = False,
+                  hard_focus: bool = True) -> Strategy:
     try:
         cls = _STRATEGIES[name]
     except KeyError:
@@ -86,4 +90,5 @@ def make_strategy(name: str, relevance_threshold: float = 0.5,
             f"strategy {name!r} is not available in this version; available: "
             f"{', '.join(available_strategies())}"
         ) from None
-    return cls(relevance_threshold=relevance_threshold, expand_targets=expand_targets)
+    return cls(relevance_threshold=relevance_threshold, expand_targets=expand_targets,
+               hard_focus=hard_focus)

@@ -17,7 +17,8 @@ def page_requests(log) -> list:
 
 
 def duplicate_fetches(log) -> list[tuple[str, str]]:
-    counts = Counter((e.host, e.path) for e in page_requests(log))
+    """URLs answered twice; bounded retries after a 5xx answer are not refetches."""
+    counts = Counter((e.host, e.path) for e in page_requests(log) if e.status < 500)
     return [key for key, n in counts.items() if n > 1]
 
 

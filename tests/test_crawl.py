@@ -145,3 +145,23 @@ def test_bad_topic_is_a_clear_cli_error(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "seeds.txt" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_unseen_web_through_env_proxy(tmp_path, monkeypatch):
+    """Acceptance: a web built from another seed, reached only via HTTP_PROXY, 1,000 pages."""
+    from jlse.sandbox import SandboxServer, build_web
+
+    web = build_web(seed=2026)
+    topic = web.write_topic_dir("cameras", tmp_path / "cameras")
+    with SandboxServer(web) as server:
+        monkeypatch.setenv("HTTP_PROXY", server.proxy_url)
+        monkeypatch.setenv("http_proxy", server.proxy_url)
+        overrides = dict(FAST, max_pages=1000, concurrency=12)
+        summary = run_crawl(topic, overrides, workdir=tmp_path / "w", progress=False)
+        log = server.log
+    assert summary.reason == "page budget reached" and summary.fetched == 1000
+    assert duplicate_fetches(log) == []
+    assert robots_violations(log, web) == []
+    assert crawl_delay_breaches(log, web) == []
+    assert trap_fetches(log, web) <= 3 * 13  # three traps, each cut after max_pattern_run

@@ -175,7 +175,9 @@ class PagePipeline:
         relevance = None
         if self.model is not None:
             relevance = float(self.model.relevance(page_text(page)))
-            record.is_target = bool(self.model.is_target(page.stats))
+            # a target (result) is a relevant detail page; irrelevant pages are not judged
+            if relevance >= self.settings.relevance_threshold:
+                record.is_target = bool(self.model.is_target(page.stats))
         record.relevance = relevance
         if self.strategy.should_expand(relevance, record.is_target):
             result.links = self._score_links(task, page, relevance)

@@ -21,7 +21,7 @@ from jlse.sandbox.vocab import CRAWL_TOPICS, DISTRACTOR_TOPICS
 
 log = logging.getLogger(__name__)
 
-UNCRAWLABLE_KINDS = ("admin", "print")  # disallowed by every site's robots.txt
+UNCRAWLABLE_KINDS = ("admin", "print")  # disallowed by every robots.txt (a 404 allows all)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ class SandboxWeb:
             topic=site.spec.topic,
             is_target=page.is_target,
             lang=site.language.lang,
-            crawlable=site.spec.crawlable and page.kind not in UNCRAWLABLE_KINDS,
+            crawlable=site.spec.crawlable and (
+                page.kind not in UNCRAWLABLE_KINDS or site.spec.robots == "404"),
         )
 
     def truth(self, url: str) -> PageTruth | None:
