@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `jlse export | head`
+        sys.stderr.close()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -3,15 +3,41 @@
 A strategy is a small, pure component the pipeline calls once per page. It sees the page's
 relevance and its out-links' link triples (anchor, URL, context) and returns one priority per
 link; it also says whether a page is expanded at all (hard focus). Strategies are picked by name
-with ``make_strategy`` (``--strategy``) and all run through the same pipeline.
+with ``make_strategy`` (``--strategy``) and all run through the same pipeline. They hold no
+mutable state, so one instance serves every worker thread.
+
+| name           | link priority                                              | focus |
+|----------------|------------------------------------------------------------|-------|
+| ``bfs``        | 1 (discovery order)                                        | none  |
+| ``best-first`` | P(relevant \\| page)                                        | soft  |
+| ``ata``        | formula (10) with sim = anchor similarity                  | hard  |
+| ``jlse``       | formula (10) with sim = max(anchor, Q-learned) (SPEC §1)   | hard  |
+| ``jlse-product`` | P(relevant \\| page) · sim                                | hard  |
+| ``opic``       | the page's cash split by anchor relevance (``models.opic``) | none  |
+| ``bayes``      | KDE-NB P(relevant \\| anchor + context) (SPEC §2)           | hard  |
+| ``vsm``        | page relevance × (0.5 + 0.5 · cos(keywords, anchor + context)) | hard |
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from models.tokenizer import tokenize
+
+if TYPE_CHECKING:
+    from jlse.settings import Settings
+    from models.qtable import QTable
+    from models.topic_model import TopicModel
+
+SimilarityFn = Callable[[Sequence[str]], np.ndarray]
+
+VSM_LINK_TEXT_SHARE = 0.5  # vsm: priority = relevance * (1 - share + share * cosine)
 
 
 class Strategy(ABC):
@@ -45,8 +71,29 @@ class Strategy(ABC):
         anchors: Sequence[str],
         urls: Sequence[str],
         contexts: Sequence[str],
+        parent_priority: float = 1.0,
     ) -> np.ndarray:
-        """One priority per out-link (higher is fetched first)."""
+        """One priority per out-link (higher is fetched first).
+
+        ``page_relevance`` is P(relevant | page) of the page the links are on (None when no
+        topic model), ``depth`` its depth, ``parent_priority`` the priority it was fetched at."""
+
+
+def share_by_similarity(page_relevance: float | None, similarities: np.ndarray) -> np.ndarray:
+    """Formula (10): the page's relevance shared among its out-links in proportion to ``sim``.
+
+    ``priority(i) = P(relevant | page) * sim(i) / sum_v sim(v)``; all zeros when every sim is 0
+    (as the JLSE evaluator does). A page without a relevance counts as relevant (1).
+    """
+    sims = np.clip(np.nan_to_num(np.asarray(similarities, dtype=float)), 0.0, None)
+    total = float(sims.sum())
+    if total <= 0.0:
+        return np.zeros(len(sims))
+    return _relevance_or_one(page_relevance) * sims / total
+
+
+def _relevance_or_one(page_relevance: float | None) -> float:
+    return 1.0 if page_relevance is None else float(page_relevance)
 
 
 class BreadthFirst(Strategy):
@@ -55,7 +102,8 @@ class BreadthFirst(Strategy):
     name = "bfs"
     focused = False
 
-    def score_links(self, page_relevance, depth, anchors, urls, contexts) -> np.ndarray:
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
         return np.ones(len(urls))
 
 
@@ -65,30 +113,195 @@ class BestFirst(Strategy):
     name = "best-first"
     focused = False  # soft focus: low-relevance pages still pass on their (low) priority
 
-    def score_links(self, page_relevance, depth, anchors, urls, contexts) -> np.ndarray:
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
         score = 0.0 if page_relevance is None else page_relevance
         return np.full(len(urls), score)
 
 
-_STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (BreadthFirst, BestFirst)}
+class AnchorTextAnalysis(Strategy):
+    """ATA, the paper's baseline: JLSE with sim = anchor similarity only (no learned evidence)."""
 
+    name = "ata"
+
+    def __init__(self, anchor_similarity: SimilarityFn, **base: Any) -> None:
+        super().__init__(**base)
+        self.anchor_similarity = anchor_similarity
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
+        if len(urls) == 0:
+            return np.zeros(0)
+        return share_by_similarity(page_relevance, self.anchor_similarity(anchors))
+
+
+class JointLinkSimilarity(Strategy):
+    """JLSE (SPEC §1): the evaluator's sim = max(sim_anchor, sim_predicted), formula (10)."""
+
+    name = "jlse"
+    product = False
+
+    def __init__(self, evaluator: Any, **base: Any) -> None:
+        super().__init__(**base)
+        self.evaluator = evaluator  # a models.jlse_evaluator.JLSEEvaluator
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
+        if len(urls) == 0:
+            return np.zeros(0)
+        priorities = self.evaluator.priorities(_relevance_or_one(page_relevance),
+                                               anchors, urls, contexts)
+        return np.asarray(priorities, dtype=float)
+
+
+class JointLinkSimilarityProduct(JointLinkSimilarity):
+    """The named variant of formula (10): ``P(relevant | page) * sim(i)``, not shared out."""
+
+    name = "jlse-product"
+    product = True
+
+
+def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:
+    """``anchor + " " + context`` of each link (what the link-context models read)."""
+    return [f"{anchor} {context}".strip() for anchor, context in zip(anchors, contexts, strict=True)]
+
+
+class BayesContext(Strategy):
+    """SPEC §2's Bayes crawler: a link's priority is P(relevant | anchor + context) by KDE-NB."""
+
+    name = "bayes"
+
+    def __init__(self, context_relevance: SimilarityFn, **base: Any) -> None:
+        super().__init__(**base)
+        self.context_relevance = context_relevance
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
+        if len(urls) == 0:
+            return np.zeros(0)
+        return np.asarray(self.context_relevance(link_texts(anchors, contexts)), dtype=float)
+
+
+class KeywordCosine:
+    """Cosine of a keyword query with texts, on raw term counts (no corpus, so no idf)."""
+
+    def __init__(self, keywords: Sequence[str]) -> None:
+        self.query_ = Counter(token for keyword in keywords for token in tokenize(keyword))
+        self.query_norm_ = math.sqrt(sum(count * count for count in self.query_.values()))
+
+    def cosines(self, texts: Sequence[str]) -> np.ndarray:
+        return np.array([self._cosine(text) for text in texts], dtype=float)
+
+    def _cosine(self, text: str) -> float:
+        counts = Counter(tokenize(text))
+        dot = sum(count * self.query_.get(token, 0) for token, count in counts.items())
+        if dot == 0:
+            return 0.0
+        norm = math.sqrt(sum(count * count for count in counts.values()))
+        return dot / (norm * self.query_norm_)
+
+
+class KeywordVSM(Strategy):
+    """Keyword topics: the page's relevance, raised for links whose text matches the keywords."""
+
+    name = "vsm"
+
+    def __init__(self, keywords: Sequence[str], **base: Any) -> None:
+        super().__init__(**base)
+        self.cosine = KeywordCosine(keywords)
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
+        if len(urls) == 0:
+            return np.zeros(0)
+        cosines = self.cosine.cosines(link_texts(anchors, contexts))
+        share = VSM_LINK_TEXT_SHARE
+        return _relevance_or_one(page_relevance) * ((1.0 - share) + share * cosines)
+
+
+# --- choosing a strategy by name ---
 
 class UnknownStrategy(ValueError):
     pass
 
 
+class StrategyError(ValueError):
+    """The strategy cannot run with this topic (e.g. it needs a topic model or keywords)."""
+
+
+QTableSource = Callable[[], "QTable | None"]
+_Builder = Callable[["Settings", "TopicModel | None", QTableSource, dict[str, Any]], Strategy]
+
+
+def _require_model(name: str, model: TopicModel | None) -> TopicModel:
+    if model is None:
+        raise StrategyError(f"strategy {name!r} needs a topic model: give the topic sample "
+                            "pages, labelled anchors or keywords")
+    return model
+
+
+def _build_ata(settings, model, qtable, base) -> Strategy:
+    return AnchorTextAnalysis(_require_model("ata", model).anchor_similarity, **base)
+
+
+def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
+    def build(settings, model, qtable, base) -> Strategy:
+        from models.jlse_evaluator import JLSEEvaluator
+
+        anchor_similarity = _require_model(cls.name, model).anchor_similarity
+        return cls(JLSEEvaluator(anchor_similarity, qtable, product=cls.product), **base)
+
+    return build
+
+
+def _build_opic(settings, model, qtable, base) -> Strategy:
+    from models.opic import DEFAULT_RELEVANCE_WEIGHT, CashSplit
+
+    weight = getattr(settings, "opic_relevance_weight", DEFAULT_RELEVANCE_WEIGHT)
+    anchor_similarity = None if model is None else model.anchor_similarity
+    return CashSplit(anchor_similarity, relevance_weight=weight, **base)
+
+
+def _build_bayes(settings, model, qtable, base) -> Strategy:
+    return BayesContext(_require_model("bayes", model).context_relevance, **base)
+
+
+def _build_vsm(settings, model, qtable, base) -> Strategy:
+    if not any(tokenize(keyword) for keyword in settings.keywords):
+        raise StrategyError("strategy 'vsm' needs topic keywords (keywords = [...] in topic.toml)")
+    return KeywordVSM(settings.keywords, **base)
+
+
+_BUILDERS: dict[str, _Builder] = {
+    "bfs": lambda settings, model, qtable, base: BreadthFirst(**base),
+    "best-first": lambda settings, model, qtable, base: BestFirst(**base),
+    "ata": _build_ata,
+    "jlse": _build_jlse(JointLinkSimilarity),
+    "jlse-product": _build_jlse(JointLinkSimilarityProduct),
+    "opic": _build_opic,
+    "bayes": _build_bayes,
+    "vsm": _build_vsm,
+}
+
+
 def available_strategies() -> list[str]:
-    return sorted(_STRATEGIES)
+    return sorted(_BUILDERS)
 
 
-def make_strategy(name: str, relevance_threshold: float = 0.5, expand_targets: bool = False,
-                  hard_focus: bool = True) -> Strategy:
+def make_strategy(name: str, settings: Settings, model: TopicModel | None = None,
+                  qtable: Callable[[], QTable | None] = lambda: None) -> Strategy:
+    """The strategy ``name`` for a crawl with ``settings``, its topic model and Q-table source.
+
+    ``qtable`` returns the current Q-table (None before the learner first ran); only the
+    ``jlse`` strategies read it. Raises ``UnknownStrategy`` or ``StrategyError`` (ValueErrors).
+    """
     try:
-        cls = _STRATEGIES[name]
+        build = _BUILDERS[name]
     except KeyError:
         raise UnknownStrategy(
             f"strategy {name!r} is not available in this version; available: "
             f"{', '.join(available_strategies())}"
         ) from None
-    return cls(relevance_threshold=relevance_threshold, expand_targets=expand_targets,
-               hard_focus=hard_focus)
+    base = {"relevance_threshold": settings.relevance_threshold,
+            "expand_targets": settings.expand_targets, "hard_focus": settings.hard_focus}
+    return build(settings, model, qtable, base)

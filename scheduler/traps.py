@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -79,7 +80,7 @@ class TrapGuard:
 
     def child_pattern_run(self, parent_url: str, parent_run: int, child_url: str) -> int:
         """``parent_run + 1`` if the child has the parent's URL pattern, else 0."""
-        return parent_run + 1 if url_pattern(child_url) == url_pattern(parent_url) else 0
+        return parent_run + 1 if _pattern(child_url) == _pattern(parent_url) else 0
 
     def note_fetch(self, host: str) -> None:
         """Count one fetch against the host's page budget."""
@@ -94,3 +95,8 @@ class TrapGuard:
     def host_fetches(self, host: str) -> int:
         with self._lock:
             return self._fetches[host.lower()]
+
+
+@functools.lru_cache(maxsize=65536)  # a page's own pattern is asked once per out-link
+def _pattern(url: str) -> str:
+    return url_pattern(url)

@@ -165,3 +165,40 @@ def test_unseen_web_through_env_proxy(tmp_path, monkeypatch):
     assert robots_violations(log, web) == []
     assert crawl_delay_breaches(log, web) == []
     assert trap_fetches(log, web) <= 3 * 13  # three traps, each cut after max_pattern_run
+
+
+def test_sigkill_loses_nothing(phones_topic, sandbox, tmp_path):
+    """A crawl killed mid-page: on --resume only the pages in flight are fetched again."""
+    sandbox.clear_log()
+    workdir = tmp_path / "w"
+    base = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(phones_topic),
+            "--workdir", str(workdir), "--max-pages", "100", "--no-progress", "--json",
+            "--set", f"proxy={sandbox.proxy_url}", "--set", "concurrency=3"]
+    proc = subprocess.Popen(base + ["--set", "politeness_delay=0.5"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    time.sleep(5)
+    assert proc.poll() is None, "the crawl ended before it could be killed"
+    proc.kill()
+    proc.wait(timeout=10)
+    done = subprocess.run(base + ["--resume", "--set", "politeness_delay=0.02"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["fetched"] == 100
+    assert len(duplicate_fetches(sandbox.log)) <= 3  # at most the pages in flight at the kill
+    with open_store(f"sqlite:///{workdir / 'crawl.db'}") as store:
+        stats = store.stats()
+        assert stats.links == stats.queued + stats.fetched + stats.rejected
+
+
+def test_export_cli(phones_topic, sandbox, tmp_path):
+    crawl(phones_topic, sandbox, tmp_path / "w", 80)
+    for fmt in ("jsonl", "csv"):
+        out = tmp_path / f"pages.{fmt}"
+        done = subprocess.run([sys.executable, "-m", "jlse.cli", "export", "--workdir",
+                               str(tmp_path / "w"), "--format", fmt, "--out", str(out), "--all"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = out.read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 80 + (fmt == "csv")
+    first = json.loads((tmp_path / "pages.jsonl").read_text().splitlines()[0])
+    assert {"url", "title", "relevance", "is_target"} <= set(first)

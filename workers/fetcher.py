@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ class Fetcher:
         self._proxies = (
             {"http": settings.proxy, "https": settings.proxy} if settings.proxy else None
         )
+        self._env_proxies: dict[str, dict[str, str]] = {}  # origin -> proxies from the environment
         self._session = _new_session(settings, self.guard)
         self._page_policy = _BodyPolicy(
             settings.max_bytes, settings.max_decompressed_bytes, truncate=False, html_only=True
@@ -98,6 +100,23 @@ class Fetcher:
 
     def close(self) -> None:
         self._session.close()
+
+    def _proxies_for(self, url: str) -> dict[str, str]:
+        """``settings.proxy``, else HTTP(S)_PROXY / NO_PROXY as requests reads them.
+
+        The session does not read the environment itself (``trust_env`` off): requests would
+        rescan ``os.environ`` on every request, a third of the fetch CPU. Cached per origin."""
+        if self._proxies is not None:
+            return self._proxies
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        proxies = self._env_proxies.get(origin)
+        if proxies is None:
+            proxies = requests.utils.get_environ_proxies(url)
+            if len(self._env_proxies) > 10_000:
+                self._env_proxies.clear()
+            self._env_proxies[origin] = proxies
+        return proxies
 
     def _run(self, url: str, fetch: Callable[[float], FetchResult]) -> FetchResult:
         started = time.monotonic()
@@ -171,7 +190,8 @@ class Fetcher:
         )
         try:
             return self._session.get(
-                url, allow_redirects=False, stream=True, timeout=timeout, proxies=self._proxies
+                url, allow_redirects=False, stream=True, timeout=timeout,
+                proxies=self._proxies_for(url)
             )
         except AddressRefused as exc:
             raise _Abort(Outcome.ADDRESS_REFUSED, str(exc)) from None
@@ -279,7 +299,8 @@ def invalid_url_reason(url: str) -> str | None:
 
 def _new_session(settings: Settings, guard: AddressGuard) -> requests.Session:
     session = requests.Session()
-    session.trust_env = True  # HTTP_PROXY / HTTPS_PROXY / NO_PROXY as requests reads them
+    session.trust_env = False  # proxies from the environment: Fetcher._proxies_for
+    session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
     session.headers["User-Agent"] = settings.user_agent
     session.headers["Accept"] = ACCEPT
     adapter = GuardedAdapter(guard, pool_maxsize=max(settings.concurrency, 10))

@@ -193,6 +193,7 @@ class PagePipeline:
             [link.anchor_text for link in links],
             [link.url for link in links],
             [link.context for link in links],
+            parent_priority=task.priority,
         )
         return [
             NewLink(
