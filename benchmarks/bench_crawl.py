@@ -95,11 +95,11 @@ class Run:
 
 
 # --- child processes -------------------------------------------------------------------------
-def measure(cmd: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> Measured:
+def measure(cmd: list[str]) -> Measured:
     """Run ``cmd`` to completion; its rusage comes from wait4, not from RUSAGE_CHILDREN deltas."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err,
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.monotonic() - started

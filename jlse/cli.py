@@ -95,6 +95,29 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from jlse.train import train_topic
+
+    report = train_topic(args.topic, args.out, folds=args.folds)
+    print(report.render())
+    return EXIT_OK
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from jlse.eval import run_eval
+
+    topic_dirs = dict(pair.split("=", 1) for pair in args.topic_dir or [])
+    report = run_eval(
+        topics=args.topics.split(","), strategies=args.strategies.split(","),
+        budget=args.budget, out_dir=Path(args.out), seed=args.seed,
+        cf_sweep=[int(v) for v in args.cf_sweep.split(",")] if args.cf_sweep else None,
+        truth_file=Path(args.truth) if args.truth else None,
+        topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
+    )
+    print(report.render())
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from jlse.demo import run_demo
 
@@ -141,6 +164,25 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     sandbox.add_argument("--out", default="sandbox-out", help="output path (truth/topic)")
     sandbox.set_defaults(func=cmd_sandbox)
+
+    train = sub.add_parser("train", help="fit the topic's classifiers, report CV accuracy, save them")
+    train.add_argument("--topic", required=True, type=Path)
+    train.add_argument("--out", type=Path, help="model directory (default: TOPIC/model)")
+    train.add_argument("--folds", type=int, default=5)
+    train.set_defaults(func=cmd_train)
+
+    evaluate = sub.add_parser("eval", help="compare strategies on a web with ground truth")
+    evaluate.add_argument("--topics", default="phones,cameras,laptops")
+    evaluate.add_argument("--strategies", default="bfs,best-first,ata,jlse")
+    evaluate.add_argument("--budget", type=int, default=2000)
+    evaluate.add_argument("--out", default="runs/eval")
+    evaluate.add_argument("--seed", type=int, default=7, help="sandbox web seed")
+    evaluate.add_argument("--cf-sweep", help="e.g. 50,100,150,200 (jlse only)")
+    evaluate.add_argument("--truth", help="ground truth JSON lines of another web")
+    evaluate.add_argument("--topic-dir", action="append", metavar="NAME=DIR",
+                          help="topic directory for --truth webs")
+    evaluate.add_argument("--proxy", help="HTTP proxy reaching that web")
+    evaluate.set_defaults(func=cmd_eval)
 
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
     demo.add_argument("--topic", default="phones")

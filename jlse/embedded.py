@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -48,12 +49,14 @@ class CrawlCounters:
 
 class EmbeddedCrawler:
     def __init__(self, settings: Settings, store: CrawlStore, pipeline: PagePipeline,
-                 traps: TrapGuard, progress: CrawlProgress | None = None) -> None:
+                 traps: TrapGuard, progress: CrawlProgress | None = None,
+                 on_results: Callable[[int], None] | None = None) -> None:
         self.settings = settings
         self.store = store
         self.pipeline = pipeline
         self.traps = traps
         self.progress = progress
+        self.on_results = on_results  # told the ResultTable size after each new result (learner)
         self.frontier = LocalFrontier(settings.frontier_size, settings.domain_diversity)
         self.politeness = HostPoliteness(settings.politeness_delay)
         self.counters = CrawlCounters()
@@ -181,7 +184,10 @@ class EmbeddedCrawler:
         c.fetched += record.outcome not in UNCOUNTED_OUTCOMES
         if record.relevance is not None and record.relevance >= self.settings.relevance_threshold:
             c.relevant += 1
-        c.targets += int(record.is_target)
+        if record.is_target:
+            c.targets += 1
+            if self.on_results is not None:
+                self.on_results(c.targets)
         c.cpu_fetch += result.cpu.get("fetch", 0.0)
         c.cpu_parse += result.cpu.get("parse", 0.0)
         c.cpu_classify += result.cpu.get("classify", 0.0)

@@ -53,6 +53,7 @@ class CrawlSummary:
     outcomes: dict[str, int] = field(default_factory=dict)
     cpu_ms_per_page: dict[str, float] = field(default_factory=dict)
     classified: bool = True
+    qtable_version: int = 0  # the learner's last Q-table (jlse strategies)
 
     @property
     def harvest_rate(self) -> float:

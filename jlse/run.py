@@ -13,6 +13,8 @@ from jlse.embedded import EmbeddedCrawler
 from jlse.progress import CrawlProgress, CrawlSummary
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
+from learner.background import BackgroundLearner, QTableHolder
+from models.qtable import QTable
 from models.strategies import make_strategy
 from scheduler.robots import RobotsCache
 from scheduler.store import open_store
@@ -23,6 +25,9 @@ from workers.fetcher import Fetcher
 from workers.pipeline import PagePipeline
 
 log = logging.getLogger(__name__)
+
+
+LEARNING_STRATEGIES = frozenset({"jlse", "jlse-product"})
 
 
 class CrawlSetupError(RuntimeError):
@@ -50,36 +55,66 @@ def run_crawl(
     workdir.mkdir(parents=True, exist_ok=True)
     log_handler = _log_to_file(workdir / "crawl.log")
     store_url = store_url or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
-    strategy = make_strategy(settings.strategy, settings.relevance_threshold,
-                             settings.expand_targets, settings.hard_focus)
     model = build_topic_model(topic)
+    holder = QTableHolder(_latest_qtable(workdir / "qtables") if resume else None)
+    strategy = make_strategy(settings.strategy, settings, model, holder.get)
     store = open_store(store_url)
+    learner = None
     try:
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings)
-        fetcher = Fetcher(settings)
-        traps = TrapGuard(settings)
-        robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
-        pages = PageRepository(workdir / "pages") if settings.store_pages else None
-        pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
-                                traps.child_pattern_run, pages)
-        bar = CrawlProgress(settings.max_pages, enabled=progress)
-        crawler = EmbeddedCrawler(settings, store, pipeline, traps, bar)
+        crawler, fetcher = _build_crawler(settings, store, strategy, model, workdir, progress)
+        if settings.strategy in LEARNING_STRATEGIES:
+            learner = BackgroundLearner(settings, store_url, holder, workdir / "qtables")
+            crawler.on_results = learner.notify
+            learner.start()
         if resuming:
             crawler.restore()
+            if learner is not None:  # results found before the restart count towards cf
+                learner.notify(crawler.counters.targets)
         crawler.add_seeds(topic.seeds, strategy.seed_priority())
         started = time.monotonic()
         reason = crawler.run()
         elapsed = time.monotonic() - started
-        bar.close()
+        crawler.progress.close()
         fetcher.close()
         summary = _summarise(crawler, store, settings, reason, elapsed, store_url, model is not None)
+        summary.qtable_version = holder.version
         (workdir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
         return summary
     finally:
+        if learner is not None:
+            learner.stop()
         store.close()
         logging.getLogger().removeHandler(log_handler)
         log_handler.close()
+
+
+def _build_crawler(settings: Settings, store: CrawlStore, strategy, model, workdir: Path,
+                   progress: bool | None) -> tuple[EmbeddedCrawler, Fetcher]:
+    fetcher = Fetcher(settings)
+    traps = TrapGuard(settings)
+    robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
+    pages = PageRepository(workdir / "pages") if settings.store_pages else None
+    pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
+                            traps.child_pattern_run, pages)
+    bar = CrawlProgress(settings.max_pages, enabled=progress)
+    return EmbeddedCrawler(settings, store, pipeline, traps, bar), fetcher
+
+
+def _latest_qtable(directory: Path) -> QTable | None:
+    """The newest saved Q-table of a crawl being resumed, if any loads."""
+    for path in sorted(directory.glob("qtable-v*.npz"), key=_version_of, reverse=True):
+        try:
+            return QTable.load(path)
+        except (OSError, ValueError) as exc:
+            log.warning("cannot load %s: %s", path, exc)
+    return None
+
+
+def _version_of(path: Path) -> int:
+    digits = "".join(ch for ch in path.stem if ch.isdigit())
+    return int(digits) if digits else -1
 
 
 def _clear_workdir(workdir: Path, store_url: str | None) -> None:
@@ -88,6 +123,7 @@ def _clear_workdir(workdir: Path, store_url: str | None) -> None:
     for name in ("crawl.db", "crawl.db-wal", "crawl.db-shm", "summary.json"):
         (workdir / name).unlink(missing_ok=True)
     shutil.rmtree(workdir / "pages", ignore_errors=True)
+    shutil.rmtree(workdir / "qtables", ignore_errors=True)
 
 
 def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:

@@ -19,7 +19,7 @@ else:  # pragma: no cover
 
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
-PAGE_CLASSIFIERS = ("nb",)
+PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
 STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-product", "opic", "bayes", "vsm")
 
 
@@ -68,7 +68,7 @@ class Settings:
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
     # --- page classifier / topic model ---
-    page_classifier: str = "nb"  # multinomial Naive Bayes (kde-nb and vsm: next release)
+    page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
     # --- JLSE learner (SPEC section 1) ---
     cf: int = 150

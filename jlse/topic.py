@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jlse.settings import Settings, SettingsError, load_settings
+from models.persist import HEADER_FILE, load_topic_model
 from models.topic_model import TopicModel, TopicSamples
 from scheduler.urls import canonicalize
 from workers.charset import decode_html
@@ -26,6 +27,7 @@ from workers.pipeline import page_text
 log = logging.getLogger(__name__)
 
 SAMPLE_KINDS = ("relevant", "irrelevant", "target", "nontarget")
+MODEL_DIR = "model"  # saved model files (jlse train) inside the topic directory
 
 
 class TopicError(ValueError):
@@ -127,15 +129,51 @@ def read_samples(folder: Path, keywords: list[str]) -> TopicSamples:
 
 
 def build_topic_model(topic: Topic) -> TopicModel | None:
-    """Fit the topic model from the samples; None when the topic has no samples or keywords."""
+    """The saved model of ``topic/model/`` when it loads and fits the topic as it is now, else
+    a model fitted from the samples; None when the topic has no samples or keywords."""
     if not topic.has_samples:
         log.warning("topic %s has no samples or keywords: pages will not be classified", topic.name)
         return None
+    saved = saved_topic_model(topic)
+    if saved is not None:
+        return saved
     model = TopicModel(
         relevance_threshold=topic.settings.relevance_threshold,
         anchor_floor=topic.settings.anchor_floor,
+        page_classifier=topic.settings.page_classifier,
     )
     try:
         return model.fit(topic.samples)
     except ValueError as exc:
         raise TopicError(f"{topic.path / 'samples'}: cannot train the topic model: {exc}") from None
+
+
+def saved_topic_model(topic: Topic) -> TopicModel | None:
+    """The model saved in ``topic/model/``; None (with a warning) when there is none, or it is
+    incompatible or stale (other samples or model settings than the topic's)."""
+    directory = topic.path / MODEL_DIR
+    if not (directory / HEADER_FILE).exists():
+        return None
+    try:
+        model = load_topic_model(directory)
+    except ValueError as exc:  # ModelVersionError, ModelFileError
+        log.warning("topic %s: saved model not used, training on the fly: %s", topic.name, exc)
+        return None
+    stale = _stale_reason(model, topic)
+    if stale:
+        log.warning("topic %s: saved model in %s is stale (%s); training on the fly "
+                    "(run jlse train to refresh it)", topic.name, directory, stale)
+        return None
+    log.info("topic %s: using the saved model in %s", topic.name, directory)
+    return model
+
+
+def _stale_reason(model: TopicModel, topic: Topic) -> str:
+    """Why ``model`` does not fit ``topic`` as it is now ("" when it does)."""
+    if model.fingerprint_ != topic.samples.fingerprint():
+        return "the samples or keywords changed since it was trained"
+    settings = topic.settings
+    for name in ("page_classifier", "relevance_threshold", "anchor_floor"):
+        if getattr(model, name) != getattr(settings, name):
+            return f"{name} is {getattr(settings, name)!r}, the model has {getattr(model, name)!r}"
+    return ""

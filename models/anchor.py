@@ -50,3 +50,15 @@ class AnchorSimilarity(ClassifierMixin, BaseEstimator):
     def predict(self, anchors: Sequence[str]) -> np.ndarray:
         """1 where NB says the anchor is relevant, else 0."""
         return self.nb_.predict(anchors)
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """The anchor NB's state plus this model's parameters."""
+        arrays, nb_header = self.nb_.get_state()
+        return arrays, {"params": self.get_params(), "nb": nb_header}
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], header: dict) -> Self:
+        model = cls(**header["params"])
+        model.nb_ = NaiveBayesTextClassifier.from_state(arrays, header["nb"])
+        model.classes_ = model.nb_.classes_
+        return model

@@ -149,3 +149,32 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
                 text = ""
             capped.append(text_sample(text, self.max_chars))
         return capped
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """Learned arrays and a JSON-ready header (parameters, vocabulary in index order)."""
+        vocabulary = self.vectorizer_.vocabulary_
+        words = sorted(vocabulary, key=vocabulary.__getitem__)
+        arrays = {
+            "word_log_ratio": self.word_log_ratio_,
+            "prior_log_odds": np.array([self.prior_log_odds_]),
+            "classes": np.asarray(self.classes_),
+        }
+        header = {"params": self.get_params(), "vocabulary": words}
+        return arrays, header
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], header: dict) -> Self:
+        """The classifier :meth:`get_state` described, ready to predict (``nb_`` is not kept)."""
+        model = cls(**header["params"])
+        vocabulary = {word: index for index, word in enumerate(header["vocabulary"])}
+        model.vectorizer_ = CountVectorizer(
+            tokenizer=tokenize, lowercase=False, token_pattern=None, vocabulary=vocabulary
+        )
+        model.vectorizer_.vocabulary_ = vocabulary
+        model.vectorizer_.fixed_vocabulary_ = True
+        model.word_log_ratio_ = np.asarray(arrays["word_log_ratio"], dtype=float)
+        model.prior_log_odds_ = float(arrays["prior_log_odds"][0])
+        model.classes_ = np.asarray(arrays["classes"])
+        if model.word_log_ratio_.shape != (len(vocabulary),):
+            raise ValueError("NaiveBayesTextClassifier state: vocabulary and word weights differ in size")
+        return model

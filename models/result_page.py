@@ -79,14 +79,24 @@ class ResultPageClassifier(ClassifierMixin, BaseEstimator):
         # probability stays False (SVC's default; passing it explicitly is deprecated)
         self.svm_ = SVC(kernel="rbf", C=self.C, gamma=self.gamma_).fit(standardised, y)
         self.classes_ = self.svm_.classes_
+        self._keep_decision_arrays()
         return self
+
+    def _keep_decision_arrays(self) -> None:
+        """The arrays :meth:`decision_function` reads, copied out of the sklearn objects so a
+        model restored by :meth:`from_state` needs neither."""
+        self.mean_ = self.scaler_.mean_
+        self.scale_ = self.scaler_.scale_
+        self.support_vectors_ = self.svm_.support_vectors_
+        self.dual_coef_ = self.svm_.dual_coef_[0]
+        self.intercept_ = float(self.svm_.intercept_[0])
 
     def decision_function(self, stats: Sequence[PageStats]) -> np.ndarray:
         """Signed distance to the SVM boundary; positive means target page."""
-        standardised = (feature_matrix(stats, self.block_min_words) - self.scaler_.mean_) / self.scaler_.scale_
-        offsets = standardised[:, None, :] - self.svm_.support_vectors_[None, :, :]
+        standardised = (feature_matrix(stats, self.block_min_words) - self.mean_) / self.scale_
+        offsets = standardised[:, None, :] - self.support_vectors_[None, :, :]
         kernel = np.exp(-self.gamma_ * np.einsum("ijk,ijk->ij", offsets, offsets))
-        return kernel @ self.svm_.dual_coef_[0] + self.svm_.intercept_[0]
+        return kernel @ self.dual_coef_ + self.intercept_
 
     def predict(self, stats: Sequence[PageStats]) -> np.ndarray:
         """True where a page is a target page."""
@@ -94,6 +104,31 @@ class ResultPageClassifier(ClassifierMixin, BaseEstimator):
 
     def is_target(self, stats: PageStats) -> bool:
         return bool(self.predict([stats])[0])
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """Scaler, support vectors, dual coefficients, intercept and gamma; parameters."""
+        arrays = {
+            "mean": self.mean_, "scale": self.scale_, "support_vectors": self.support_vectors_,
+            "dual_coef": self.dual_coef_, "intercept": np.array([self.intercept_]),
+            "gamma": np.array([self.gamma_]), "classes": np.asarray(self.classes_),
+        }
+        return arrays, {"params": self.get_params()}
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], header: dict) -> Self:
+        """The classifier :meth:`get_state` described (``svm_``/``scaler_`` are not kept)."""
+        model = cls(**header["params"])
+        model.mean_ = np.asarray(arrays["mean"], dtype=float)
+        model.scale_ = np.asarray(arrays["scale"], dtype=float)
+        model.support_vectors_ = np.asarray(arrays["support_vectors"], dtype=float)
+        model.dual_coef_ = np.asarray(arrays["dual_coef"], dtype=float)
+        model.intercept_ = float(arrays["intercept"][0])
+        model.gamma_ = float(arrays["gamma"][0])
+        model.classes_ = np.asarray(arrays["classes"])
+        n_features = model.support_vectors_.shape[1] if model.support_vectors_.ndim == 2 else -1
+        if model.mean_.shape != (3,) or n_features != 3 or len(model.dual_coef_) != len(model.support_vectors_):
+            raise ValueError("ResultPageClassifier state: arrays of inconsistent shapes")
+        return model
 
 
 def _resolve_gamma(gamma: str | float, standardised: np.ndarray) -> float:
@@ -137,3 +172,11 @@ class TargetRule:
 
     def is_target(self, stats: PageStats) -> bool:
         return bool(self.predict([stats])[0])
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        """A rule has no learned arrays, only its thresholds."""
+        return {}, {"params": dict(vars(self))}
+
+    @classmethod
+    def from_state(cls, arrays: dict[str, np.ndarray], header: dict) -> TargetRule:
+        return cls(**header["params"])

@@ -174,7 +174,7 @@ class PagePipeline:
         record.title = page.title[:500]
         relevance = None
         if self.model is not None:
-            relevance = float(self.model.relevance(page_text(page)))
+            relevance = float(self.model.relevance_page(page_text(page), page.blocks))
             # a target (result) is a relevant detail page; irrelevant pages are not judged
             if relevance >= self.settings.relevance_threshold:
                 record.is_target = bool(self.model.is_target(page.stats))

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import numpy as np
+
 from scheduler.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 
 
@@ -30,6 +32,21 @@ class CrawlStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass
+class LearningGraphRows:
+    """The links on result->seed paths (the vertices of G_w), as columns in no set order."""
+
+    ids: np.ndarray  # int64 link ids, each once
+    parent_ids: np.ndarray  # int64, -1 for a seed
+    urls: list[str]
+    anchors: list[str]
+    contexts: list[str]
+    is_result: np.ndarray  # bool: the link has a ResultTable row
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class CrawlStore(ABC):
@@ -84,6 +101,14 @@ class CrawlStore(ABC):
     @abstractmethod
     def result_count(self) -> int:
         """Rows of the ResultTable (target pages)."""
+
+    @abstractmethod
+    def learning_graph(self) -> LearningGraphRows:
+        """G_w's vertices: every ResultTable link and its ancestors up to a seed (SPEC 1).
+
+        Each link appears once even when many results share it; a parent cycle (a corrupt
+        database) ends instead of looping. Rows are streamed, not read all at once.
+        """
 
     @abstractmethod
     def export_rows(

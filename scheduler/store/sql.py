@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from scheduler.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
-from scheduler.store.base import CrawlStats, CrawlStore, StoreError
+from scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
 from scheduler.store.schema import SCHEMA_VERSION, schema_statements
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,23 @@ _EXPORT_SQL = (
     "FROM links l LEFT JOIN links p ON p.id = l.parent_id "
     "LEFT JOIN fetches f ON f.id = (SELECT MAX(f2.id) FROM fetches f2 WHERE f2.url_id = l.id)"
 )
+
+# G_w (SPEC 1): from each result up the parent chain to a seed. UNION, not UNION ALL: an id
+# already on the path is not added again, so shared ancestors come once and a cycle ends (a
+# seed adds one NULL id, which the final join drops). The parent is looked up by a scalar
+# subquery, an index probe per path row: written as a join, PostgreSQL overestimates the
+# recursive part and hashes all of links at every level.
+LEARNING_GRAPH_SQL = (
+    "WITH RECURSIVE path (id) AS ("
+    " SELECT url_id FROM results"
+    " UNION"
+    " SELECT (SELECT l.parent_id FROM links l WHERE l.id = p.id) FROM path p"
+    ") "
+    "SELECT l.id, COALESCE(l.parent_id, -1), l.url, l.anchor_text, l.context,"
+    " CASE WHEN r.url_id IS NULL THEN 0 ELSE 1 END "
+    "FROM path p JOIN links l ON l.id = p.id LEFT JOIN results r ON r.url_id = l.id"
+)
+STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
 
 
 def clean_text(text: str | None) -> str:
@@ -276,7 +295,20 @@ class SqlCrawlStore(CrawlStore):
                          "host_fetch_counts", write=False)
         return {host: count for host, count in rows}
 
+    def _run_streaming(self, work: Callable[[Any], T], what: str) -> T:
+        """Like a read-only ``_run``, with a cursor that streams rows (backends may override)."""
+        return self._run(work, what, write=False)
+
     # --- results, statistics, export ---
+    def learning_graph(self) -> LearningGraphRows:
+        def work(cur: Any) -> LearningGraphRows:
+            cur.execute(LEARNING_GRAPH_SQL)
+            return read_graph_rows(cur)
+
+        rows = self._run_streaming(work, "learning_graph")
+        log.debug("learning_graph: %d vertices, %d results", len(rows), int(rows.is_result.sum()))
+        return rows
+
     def result_count(self) -> int:
         row = self._run(lambda cur: self._fetchone(cur, "SELECT COUNT(*) FROM results"),
                         "result_count", write=False)
@@ -329,3 +361,23 @@ class SqlCrawlStore(CrawlStore):
         row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(key),)), "get_meta",
                         write=False)
         return row[0] if row else None
+
+
+def read_graph_rows(cur: Any) -> LearningGraphRows:
+    """Columns of an executed ``LEARNING_GRAPH_SQL``, read ``STREAM_BATCH`` rows at a time."""
+    ids: list[int] = []
+    parents: list[int] = []
+    urls: list[str] = []
+    anchors: list[str] = []
+    contexts: list[str] = []
+    results: list[int] = []
+    while batch := cur.fetchmany(STREAM_BATCH):
+        columns = list(zip(*batch, strict=True))
+        for column, values in zip((ids, parents, urls, anchors, contexts, results), columns,
+                                  strict=True):
+            column.extend(values)
+    return LearningGraphRows(
+        ids=np.array(ids, dtype=np.int64), parent_ids=np.array(parents, dtype=np.int64),
+        urls=urls, anchors=anchors, contexts=contexts,
+        is_result=np.array(results, dtype=bool),
+    )

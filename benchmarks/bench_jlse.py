@@ -1,0 +1,178 @@
+"""The JLSE link evaluator and Q-learning on synthetic data, on one core.
+
+- evaluation: ``JLSEEvaluator.priorities`` of one page's out-links against a Q-table of
+  ``--vertices`` vertices (median and p95 CPU ms per page; target median < 10 ms);
+- ``q_learning`` on ``--graph-vertices`` vertices and twice as many edges (target < 5 s);
+- ``QTable.to_bytes`` / ``from_bytes`` time and size for the evaluation's Q-table.
+
+Vertex and link triples are synthetic but shaped like real ones: anchors of 2-6 words, URLs of a
+host among 500 sites and three path words, contexts of 25-35 words; words come from a 20,000-term
+vocabulary with Zipf frequencies (p(rank r) ~ 1/(r + offset)). ``--zipf-offset 0`` is plain Zipf,
+whose head terms are in nearly every context; the default 100 stands for the stop words the
+tokenizer removes (the head of real text). Links are drawn independently of the vertices, so
+they match them only by chance: the worst case for the index, whose cost is the number of
+postings of the query terms. Times are CPU time of this process (``time.process_time``).
+
+    .venv/bin/python benchmarks/bench_jlse.py [--quick] [--vertices N] [--zipf-offset K]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core: no BLAS threads
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import string  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.anchor import AnchorSimilarity  # noqa: E402
+from models.jlse_evaluator import JLSEEvaluator  # noqa: E402
+from models.qlearning import q_learning  # noqa: E402
+from models.qtable import QTable, build_qtable  # noqa: E402
+from models.tokenizer import tokenize  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "jlse.json"
+VOCABULARY_SIZE = 20_000
+N_SITES = 500
+LEAF_SHARE = 0.05
+
+
+def vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
+    """``size`` distinct lower-case words that the tokenizer keeps as they are."""
+    letters = np.array(list(string.ascii_lowercase))
+    words: set[str] = set()
+    while len(words) < size:
+        word = "".join(rng.choice(letters, rng.integers(4, 10)))
+        if tokenize(word) == [word]:
+            words.add(word)
+    return np.array(sorted(words))
+
+
+def link_triples(rng: np.random.Generator, words: np.ndarray, n: int,
+                 zipf_offset: int) -> tuple[list[str], list[str], list[str]]:
+    """``n`` (anchor, url, context) triples with Zipf-distributed words."""
+    weights = 1.0 / (np.arange(1, len(words) + 1) + zipf_offset)
+    anchor_lengths = rng.integers(2, 7, n)
+    context_lengths = rng.integers(25, 36, n)
+    n_words = int(anchor_lengths.sum() + context_lengths.sum()) + 3 * n
+    drawn = words[rng.choice(len(words), size=n_words, p=weights / weights.sum())].tolist()
+    sites = rng.integers(0, N_SITES, n)
+    anchors, urls, contexts = [], [], []
+    at = 0
+    for i in range(n):
+        anchors.append(" ".join(drawn[at : at + anchor_lengths[i]]))
+        at += anchor_lengths[i]
+        contexts.append(" ".join(drawn[at : at + context_lengths[i]]))
+        at += context_lengths[i]
+        first, second, third = drawn[at : at + 3]
+        at += 3
+        urls.append(f"http://site{sites[i]}.example/{first}/{second}-{third}.html")
+    return anchors, urls, contexts
+
+
+def link_graph(rng: np.random.Generator, n_vertices: int,
+               n_edges: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random recursive tree (parent of i drawn from 0..i-1) plus random extra edges."""
+    children = np.arange(1, n_vertices)
+    parents = (rng.random(n_vertices - 1) * children).astype(np.int64)
+    extra = n_edges - len(children)
+    src = np.concatenate([parents, rng.integers(0, n_vertices, extra)])
+    dst = np.concatenate([children, rng.integers(0, n_vertices, extra)])
+    is_leaf = rng.random(n_vertices) < LEAF_SHARE
+    return src, dst, is_leaf
+
+
+def anchor_model(rng: np.random.Generator, words: np.ndarray) -> AnchorSimilarity:
+    """GTSAT's NB over 400 labelled anchors: a tenth of the vocabulary is 'on topic'."""
+    topical, other = words[: len(words) // 10], words[len(words) // 10 :]
+    anchors = [" ".join(rng.choice(topical if label else other, 4)) for label in (1, 0) * 200]
+    return AnchorSimilarity().fit(anchors, [1, 0] * 200)
+
+
+def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tuple[dict, QTable]:
+    words = vocabulary(rng, VOCABULARY_SIZE)
+    triples = link_triples(rng, words, args.vertices, args.zipf_offset)
+    src, dst, is_leaf = link_graph(rng, args.vertices, 2 * args.vertices)
+    started = time.process_time()
+    table = build_qtable(1, *triples, src, dst, is_leaf)
+    build_seconds = time.process_time() - started
+    evaluator = JLSEEvaluator(anchor_model(rng, words).similarities, lambda: table)
+    pages = [link_triples(rng, words, args.links, args.zipf_offset) for _ in range(args.pages)]
+    evaluator.priorities(0.9, *pages[0])  # warm the tokenizer and numpy
+    times = []
+    for page in pages:
+        started = time.process_time()
+        evaluator.priorities(0.9, *page)
+        times.append(time.process_time() - started)
+    ms = np.array(times) * 1000
+    return {
+        "vertices": args.vertices, "links_per_page": args.links, "pages": args.pages,
+        "zipf_offset": args.zipf_offset, "build_qtable_s": round(build_seconds, 2),
+        "median_ms": round(float(np.median(ms)), 2),
+        "p95_ms": round(float(np.percentile(ms, 95)), 2),
+    }, table
+
+
+def bench_serialisation(table: QTable) -> dict:
+    started = time.process_time()
+    data = table.to_bytes()
+    to_seconds = time.process_time() - started
+    started = time.process_time()
+    QTable.from_bytes(data)
+    from_seconds = time.process_time() - started
+    return {"to_bytes_ms": round(to_seconds * 1000, 1), "from_bytes_ms": round(from_seconds * 1000, 1),
+            "size_mb": round(len(data) / 1e6, 1)}
+
+
+def bench_q_learning(args: argparse.Namespace, rng: np.random.Generator) -> dict:
+    src, dst, is_leaf = link_graph(rng, args.graph_vertices, 2 * args.graph_vertices)
+    started = time.process_time()
+    q, sweeps = q_learning(args.graph_vertices, src, dst, is_leaf)
+    seconds = time.process_time() - started
+    return {"vertices": args.graph_vertices, "edges": len(src), "seconds": round(seconds, 2),
+            "sweeps": sweeps, "reaching_a_leaf": round(float(np.mean(q > 0)), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 vertices, 50 pages, 100,000-"
+                        "vertex graph")
+    parser.add_argument("--vertices", type=int, default=100_000)
+    parser.add_argument("--links", type=int, default=100, help="out-links per page")
+    parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument("--zipf-offset", type=int, default=100)
+    parser.add_argument("--graph-vertices", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.vertices, args.pages, args.graph_vertices = 10_000, 50, 100_000
+    rng = np.random.default_rng(args.seed)
+
+    evaluation, table = bench_evaluation(args, rng)
+    print(f"evaluation: {evaluation['links_per_page']} links/page against {evaluation['vertices']:,} "
+          f"vertices (zipf offset {evaluation['zipf_offset']}): median {evaluation['median_ms']} ms, "
+          f"p95 {evaluation['p95_ms']} ms over {evaluation['pages']} pages "
+          f"(target median < 10 ms); build_qtable {evaluation['build_qtable_s']} s")
+    serialisation = bench_serialisation(table)
+    print(f"Q-table of {evaluation['vertices']:,} vertices: to_bytes {serialisation['to_bytes_ms']} ms, "
+          f"from_bytes {serialisation['from_bytes_ms']} ms, {serialisation['size_mb']} MB")
+    learning = bench_q_learning(args, rng)
+    print(f"q_learning: {learning['vertices']:,} vertices, {learning['edges']:,} edges: "
+          f"{learning['seconds']} s, {learning['sweeps']} sweeps (target < 5 s)")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"quick": args.quick, "evaluation": evaluation, "serialisation": serialisation,
+                                   "q_learning": learning}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,377 @@
+"""``jlse eval``: crawl one web with several strategies and compare them by the ground truth.
+
+For every topic and strategy: a fresh crawl from the same topic directory (seeds, samples) to
+the same page budget, then the metrics of SPEC §1 "Evaluation" over the crawl history in fetch
+order (``fetches`` rows by id; robots.txt refusals, traps and other rows without a page request
+are not pages). Relevance is judged by the ground truth, never by the crawler's classifier:
+
+- harvest rate @N = ground-truth relevant pages among the first N fetched / N;
+- target recall @N = |targets of the topic among the first N fetched| / |targets of the topic|.
+
+A crawl that stops before N pages (empty frontier) has no HR@N (None, "-" in the tables); its
+TR@N is the recall it ended with. On the sandbox web (default) the web is served in a child
+process and the topic directories and ground truth are written once; on any other web give a
+ground-truth file (JSON lines ``{"url", "topic", "target"}``), topic directories and a proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import numpy as np
+
+from jlse.embedded import UNCOUNTED_OUTCOMES
+from scheduler.urls import canonicalize
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHECKPOINTS = (100, 250, 500, 1000, 1500, 2000)
+SANDBOX_SETTINGS: dict[str, Any] = {  # the sandbox is local: no politeness, short timeouts
+    "politeness_delay": 0.0,
+    "max_crawl_delay": 0.0,
+    "concurrency": 8,
+    "robots_retry_after": 2.0,
+    "connect_timeout": 3.0,
+    "read_timeout": 3.0,
+    "fetch_deadline": 6.0,
+    "store_pages": False,
+}
+SERVER_START_TIMEOUT = 60.0
+CURVE_STEP = 10  # report.json keeps every 10th point of the curves
+
+
+class EvalError(ValueError):
+    """The evaluation cannot run (missing ground truth or topic directory, server failure)."""
+
+
+# --- ground truth ---
+
+def truth_key(url: str) -> str:
+    """Canonical URL with sorted query arguments: how fetched URLs are matched to the truth."""
+    canonical = canonicalize(url) or url.strip()
+    base, sep, query = canonical.partition("?")
+    if not sep:
+        return canonical
+    return f"{base}?{urlencode(sorted(parse_qsl(query, keep_blank_values=True)))}"
+
+
+@dataclass
+class GroundTruth:
+    """The topic of every known page and whether it is a target (detail) page."""
+
+    topic_of: dict[str, str] = field(default_factory=dict)  # truth_key(url) -> topic
+    targets: dict[str, set[str]] = field(default_factory=dict)  # topic -> truth keys
+
+    def add(self, url: str, topic: str, is_target: bool) -> None:
+        key = truth_key(url)
+        self.topic_of[key] = topic
+        if is_target:
+            self.targets.setdefault(topic, set()).add(key)
+
+    def is_relevant(self, url: str, topic: str) -> bool:
+        return self.topic_of.get(truth_key(url)) == topic
+
+    def is_target(self, url: str, topic: str) -> bool:
+        return truth_key(url) in self.targets.get(topic, ())
+
+
+def load_truth(path: Path) -> GroundTruth:
+    """Read a JSON-lines ground truth; malformed lines are logged and skipped."""
+    if not path.is_file():
+        raise EvalError(f"{path}: ground-truth file not found")
+    truth, bad = GroundTruth(), 0
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                truth.add(str(row["url"]), str(row["topic"]), bool(row.get("target", False)))
+            except (ValueError, KeyError, TypeError) as exc:
+                bad += 1
+                log.warning("%s:%d: skipped malformed ground-truth line (%s)", path, number, exc)
+    if bad:
+        log.warning("%s: %d malformed lines skipped", path, bad)
+    if not truth.topic_of:
+        raise EvalError(f"{path}: no ground-truth rows")
+    return truth
+
+
+# --- metrics ---
+
+def fetched_urls(db_path: Path) -> list[str]:
+    """URLs of the page requests of a crawl, in fetch order (refusals without a request left out)."""
+    if not db_path.is_file():
+        raise EvalError(f"{db_path}: crawl database not found")
+    skipped = sorted(outcome.value for outcome in UNCOUNTED_OUTCOMES)
+    marks = ", ".join("?" * len(skipped))
+    sql = (f"SELECT l.url FROM fetches f JOIN links l ON l.id = f.url_id "
+           f"WHERE f.outcome NOT IN ({marks}) ORDER BY f.id")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return [row[0] for row in conn.execute(sql, skipped)]
+    finally:
+        conn.close()
+
+
+def harvest_curve(urls: Sequence[str], truth: GroundTruth, topic: str) -> np.ndarray:
+    """HR after each page: element N-1 is the harvest rate @N."""
+    relevant = np.array([truth.is_relevant(url, topic) for url in urls], dtype=float)
+    return np.cumsum(relevant) / np.arange(1, len(urls) + 1) if len(urls) else np.zeros(0)
+
+
+def recall_curve(urls: Sequence[str], truth: GroundTruth, topic: str) -> np.ndarray:
+    """Target recall after each page: element N-1 is the target recall @N."""
+    total = len(truth.targets.get(topic, ()))
+    if total == 0 or not urls:
+        return np.zeros(len(urls))
+    seen: set[str] = set()
+    new_targets = []
+    for url in urls:
+        key = truth_key(url)
+        new_targets.append(truth.is_target(url, topic) and key not in seen)
+        seen.add(key)
+    return np.cumsum(np.array(new_targets, dtype=float)) / total
+
+
+def value_at(curve: np.ndarray, n: int, hold_last: bool) -> float | None:
+    """The curve at N pages; past its end None, or its last value when ``hold_last``."""
+    if len(curve) >= n:
+        return float(curve[n - 1])
+    if hold_last and len(curve):
+        return float(curve[-1])
+    return 0.0 if hold_last else None
+
+
+@dataclass
+class StrategyResult:
+    """One crawl of one topic with one strategy, measured by the ground truth."""
+
+    topic: str
+    strategy: str  # a label: the strategy name, or e.g. "jlse cf=50" in a cf sweep
+    fetched: int
+    n_targets: int  # targets of the topic in the web
+    harvest_at: dict[int, float | None]
+    recall_at: dict[int, float]
+    harvest: list[float] = field(repr=False, default_factory=list)  # full curves
+    recall: list[float] = field(repr=False, default_factory=list)
+    elapsed: float = 0.0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["harvest"] = self.harvest[CURVE_STEP - 1::CURVE_STEP]
+        data["recall"] = self.recall[CURVE_STEP - 1::CURVE_STEP]
+        data["curve_step"] = CURVE_STEP
+        return data
+
+
+def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
+            checkpoints: Sequence[int]) -> StrategyResult:
+    hr, tr = harvest_curve(urls, truth, topic), recall_curve(urls, truth, topic)
+    return StrategyResult(
+        topic=topic, strategy=label, fetched=len(urls),
+        n_targets=len(truth.targets.get(topic, ())),
+        harvest_at={n: value_at(hr, n, hold_last=False) for n in checkpoints},
+        recall_at={n: value_at(tr, n, hold_last=True) for n in checkpoints},
+        harvest=hr.tolist(), recall=tr.tolist(),
+    )
+
+
+# --- the report ---
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def markdown_table(results: Sequence[StrategyResult], checkpoints: Sequence[int]) -> str:
+    head = (["strategy", "pages"] + [f"HR@{n}" for n in checkpoints]
+            + [f"TR@{n}" for n in checkpoints])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = ([r.strategy, str(r.fetched)] + [_cell(r.harvest_at[n]) for n in checkpoints]
+                 + [_cell(r.recall_at[n]) for n in checkpoints])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@dataclass
+class EvalReport:
+    budget: int
+    checkpoints: list[int]
+    results: list[StrategyResult] = field(default_factory=list)
+    sweep: list[StrategyResult] = field(default_factory=list)  # jlse at several cf
+    plots: list[str] = field(default_factory=list)
+
+    def topics(self) -> list[str]:
+        return list(dict.fromkeys(r.topic for r in self.results + self.sweep))
+
+    def render(self) -> str:
+        parts = [f"# jlse eval: budget {self.budget} pages",
+                 "HR@N: harvest rate, TR@N: target recall (ground truth); "
+                 "'-': the crawl stopped before N pages (TR then holds its final value)."]
+        for topic in self.topics():
+            for title, rows in (("", self.results), (" - cf sweep (jlse)", self.sweep)):
+                of_topic = [r for r in rows if r.topic == topic]
+                if of_topic:
+                    n_targets = of_topic[0].n_targets
+                    parts.append(f"## {topic}{title} ({n_targets} targets in the web)")
+                    parts.append(markdown_table(of_topic, self.checkpoints))
+        return "\n\n".join(parts) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget": self.budget, "checkpoints": self.checkpoints,
+                "results": [r.to_dict() for r in self.results],
+                "sweep": [r.to_dict() for r in self.sweep], "plots": self.plots}
+
+    def write(self, out_dir: Path) -> None:
+        (out_dir / "report.md").write_text(self.render(), encoding="utf-8")
+        (out_dir / "report.json").write_text(json.dumps(self.to_dict(), indent=1),
+                                             encoding="utf-8")
+
+
+# --- running the crawls ---
+
+def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[str, Any],
+                      workdir: Path, truth: GroundTruth,
+                      checkpoints: Sequence[int]) -> StrategyResult:
+    from jlse.run import run_crawl
+
+    log.info("eval: crawling %s with %s", topic, label)
+    summary = run_crawl(topic_dir, overrides, workdir=workdir, fresh=True, progress=False)
+    result = measure(topic, label, fetched_urls(workdir / "crawl.db"), truth, checkpoints)
+    result.elapsed, result.reason = summary.elapsed, summary.reason
+    log.info("eval: %s/%s fetched %d in %.1f s (%s)", topic, label, result.fetched,
+             summary.elapsed, summary.reason)
+    return result
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise EvalError(f"the sandbox server exited with code {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise EvalError(f"the sandbox server did not start within {timeout:.0f} s")
+
+
+@contextmanager
+def sandbox_process(seed: int):
+    """Serve the sandbox web (``seed``) in a child process; yields its proxy URL."""
+    port = _free_port()
+    command = [sys.executable, "-m", "jlse.cli", "sandbox", "serve", "--port", str(port),
+               "--seed", str(seed)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               cwd=Path(__file__).resolve().parent.parent)
+    try:
+        _wait_for_port(port, process, SERVER_START_TIMEOUT)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _prepare_sandbox(topics: Sequence[str], seed: int, out_dir: Path,
+                     ) -> tuple[Path, dict[str, Path]]:
+    from jlse.sandbox import build_web
+
+    web = build_web(seed=seed)
+    unknown = [topic for topic in topics if topic not in web.topics]
+    if unknown:
+        raise EvalError(f"unknown sandbox topic(s) {unknown}; choose from {web.topics}")
+    truth_file = web.write_truth(out_dir / "truth.jsonl")
+    dirs = {topic: web.write_topic_dir(topic, out_dir / "topics" / topic) for topic in topics}
+    return truth_file, dirs
+
+
+def _check_inputs(topics: Sequence[str], strategies: Sequence[str], budget: int,
+                  checkpoints: Sequence[int]) -> None:
+    from jlse.settings import STRATEGIES
+
+    if not topics or not strategies:
+        raise EvalError("give at least one topic and one strategy")
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise EvalError(f"unknown strategy {unknown}; choose from {', '.join(STRATEGIES)}")
+    if budget < 1 or any(n < 1 for n in checkpoints):
+        raise EvalError("budget and checkpoints must be at least 1")
+
+
+def run_eval(
+    topics: list[str],
+    strategies: list[str],
+    budget: int = 2000,
+    out_dir: Path = Path("runs/eval"),
+    seed: int = 7,
+    checkpoints: Sequence[int] = DEFAULT_CHECKPOINTS,
+    cf_sweep: list[int] | None = None,
+    truth_file: Path | None = None,
+    topic_dirs: dict[str, Path] | None = None,
+    proxy: str | None = None,
+) -> EvalReport:
+    """Crawl each topic with each strategy and write report.md, report.json and the plots."""
+    from jlse.plots import plot_report
+
+    checkpoints = sorted({n for n in checkpoints if n <= budget} or {budget})
+    _check_inputs(topics, strategies, budget, checkpoints)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    on_sandbox = truth_file is None
+    if on_sandbox:
+        truth_file, topic_dirs = _prepare_sandbox(topics, seed, out_dir)
+    missing = [t for t in topics if not topic_dirs or t not in topic_dirs]
+    if missing:
+        raise EvalError(f"no topic directory for {missing}: give topic_dirs for every topic")
+    truth = load_truth(Path(truth_file))
+    report = EvalReport(budget=budget, checkpoints=list(checkpoints))
+    with _proxy_for(on_sandbox, proxy, seed) as proxy_url:
+        base = dict(SANDBOX_SETTINGS) if on_sandbox else {}
+        base.update(max_pages=budget, proxy=proxy_url or "")
+        for topic in topics:
+            for strategy in strategies:
+                report.results.append(crawl_and_measure(
+                    topic, topic_dirs[topic], strategy, dict(base, strategy=strategy),
+                    out_dir / topic / strategy, truth, checkpoints))
+            for cf in cf_sweep or ():
+                report.sweep.append(crawl_and_measure(
+                    topic, topic_dirs[topic], f"jlse cf={cf}", dict(base, strategy="jlse", cf=cf),
+                    out_dir / topic / f"jlse-cf{cf}", truth, checkpoints))
+    report.plots = [str(path) for path in plot_report(report, out_dir)]
+    report.write(out_dir)
+    return report
+
+
+@contextmanager
+def _proxy_for(on_sandbox: bool, proxy: str | None, seed: int):
+    """The given proxy; on the sandbox without one, a sandbox server of our own."""
+    if proxy or not on_sandbox:
+        yield proxy
+        return
+    with sandbox_process(seed) as url:
+        yield url

@@ -1,0 +1,69 @@
+"""PNG plots of ``jlse eval`` like the paper's figures (matplotlib, Agg backend: no display).
+
+Per topic: harvest rate vs pages crawled (Fig. 3) and target recall vs pages crawled (Fig. 4),
+one line per strategy; with a cf sweep, jlse's harvest rate for each cf (Fig. 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: render to files only
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+if TYPE_CHECKING:
+    from jlse.eval import EvalReport, StrategyResult
+
+log = logging.getLogger(__name__)
+
+FIGURE_SIZE = (7.0, 4.5)  # inches
+DPI = 110
+
+
+def plot_curves(results: Sequence[StrategyResult], metric: str, title: str,
+                out_path: Path) -> Path:
+    """One line per result of ``metric`` ("harvest" or "recall") against pages crawled."""
+    figure, axes = plt.subplots(figsize=FIGURE_SIZE)
+    try:
+        for result in results:
+            curve = getattr(result, metric)
+            axes.plot(range(1, len(curve) + 1), curve, label=result.strategy, linewidth=1.4)
+        axes.set_xlabel("pages crawled")
+        axes.set_ylabel("harvest rate" if metric == "harvest" else "target recall")
+        axes.set_title(title)
+        axes.set_ylim(0.0, 1.0)
+        axes.grid(True, alpha=0.3)
+        if results:
+            axes.legend(loc="best", fontsize="small")
+        figure.tight_layout()
+        figure.savefig(out_path, dpi=DPI)
+    finally:
+        plt.close(figure)
+    return out_path
+
+
+def plot_report(report: EvalReport, out_dir: Path) -> list[Path]:
+    """Every figure of a report, written to ``out_dir``; a failed plot is logged, not raised."""
+    jobs = []
+    for topic in report.topics():
+        results = [r for r in report.results if r.topic == topic]
+        sweep = [r for r in report.sweep if r.topic == topic]
+        if results:
+            jobs.append((results, "harvest", f"{topic}: harvest rate", f"{topic}-harvest.png"))
+            jobs.append((results, "recall", f"{topic}: target recall", f"{topic}-recall.png"))
+        if sweep:
+            jobs.append((sweep, "harvest", f"{topic}: jlse harvest rate by cf",
+                         f"{topic}-cf-sweep.png"))
+    written = []
+    for results, metric, title, name in jobs:
+        try:
+            written.append(plot_curves(results, metric, title, out_dir / name))
+        except (OSError, ValueError, RuntimeError) as exc:
+            log.error("eval: cannot write plot %s: %s", name, exc)
+    return written

@@ -1,0 +1,44 @@
+"""One learning round (SPEC 1, incremental learning): crawl DB -> G_w -> Q-table."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from jlse.settings import Settings
+from learner.graph import build_link_graph
+from models.qtable import QTable, build_qtable
+from scheduler.store import CrawlStore
+
+log = logging.getLogger(__name__)
+
+
+class Learner:
+    """Rebuilds G_w from a crawl database and learns its Q-values (QLAWLG)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def learn(self, store: CrawlStore, version: int) -> QTable | None:
+        """The Q-table of the current crawl as ``version``; None while ResultTable is empty."""
+        started = time.perf_counter()
+        rows = store.learning_graph()
+        if not rows.is_result.any():
+            log.info("learner: no result pages yet, no Q-table v%d", version)
+            return None
+        read_seconds = time.perf_counter() - started
+        graph = build_link_graph(rows)
+        table = build_qtable(
+            version, graph.anchors, graph.urls, graph.contexts, graph.src, graph.dst,
+            graph.is_leaf,
+            k1=self.settings.bm25_k1, b=self.settings.bm25_b,
+            weights=tuple(self.settings.field_weights),
+            gamma=self.settings.gamma, reward=self.settings.reward,
+        )
+        log.info(
+            "learner: Q-table v%d from %d vertices (%d results), %d edges, %s iterations, "
+            "%.2f s (%.2f s reading the crawl database)",
+            version, graph.n_vertices, int(graph.is_leaf.sum()), graph.n_edges,
+            table.meta.get("iterations", "?"), time.perf_counter() - started, read_seconds,
+        )
+        return table

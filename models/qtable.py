@@ -1,0 +1,228 @@
+"""A published Q-table: the fitted link index of G_w's vertices and Q(v) of each vertex.
+
+It is everything a link evaluator needs and nothing else, and it travels as one ``.npz``
+(a file, or bytes in Redis) holding plain numeric arrays plus a UTF-8 JSON header (stored as a
+``uint8`` array). Nothing is pickled: loading uses ``allow_pickle=False``, so an object array
+in the archive is refused, and every array is checked against the header before use.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import scipy
+import scipy.sparse as sp
+from numpy.lib.npyio import NpzFile
+
+from models.bm25 import WEIGHT_DTYPE, FieldBM25
+from models.link_index import FIELDS, LinkIndex
+from models.qlearning import q_learning
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "jlse-qtable"
+FORMAT_VERSION = 1
+HEADER_KEY = "header"
+
+
+@dataclass
+class QTable:
+    """Q(v) per vertex of G_w, aligned with a fitted :class:`LinkIndex` of the vertices."""
+
+    version: int
+    index: LinkIndex
+    q: np.ndarray
+    created_at: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def predicted(self, anchors: Sequence[str], urls: Sequence[str],
+                  contexts: Sequence[str]) -> np.ndarray:
+        """sim_predicted = s_v* . Q(v*) of each link; 0 where no vertex matches."""
+        best, score = self.index.best_vertices(anchors, urls, contexts)
+        matched = best >= 0
+        predicted = np.zeros(len(best), dtype=np.float64)
+        predicted[matched] = score[matched] * self.q[best[matched]]
+        return predicted
+
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Raw arrays and a JSON-able header holding the rest (vocabularies, parameters)."""
+        arrays: dict[str, np.ndarray] = {"q": np.asarray(self.q, dtype=np.float64)}
+        fields: dict[str, Any] = {}
+        for name, bm25 in zip(FIELDS, self.index.fields_, strict=True):
+            weights = bm25.doc_weights_
+            arrays[f"{name}.idf"] = bm25.idf_
+            arrays[f"{name}.data"] = weights.data
+            arrays[f"{name}.indices"] = weights.indices
+            arrays[f"{name}.indptr"] = weights.indptr
+            vocabulary = sorted(bm25.vocabulary_, key=bm25.vocabulary_.__getitem__)
+            fields[name] = {"vocabulary": vocabulary, "avgdl": bm25.avgdl_}
+        header = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "version": int(self.version),
+            "created_at": float(self.created_at),
+            "meta": self.meta,
+            "n_vertices": int(self.index.n_vertices_),
+            "k1": float(self.index.k1),
+            "b": float(self.index.b),
+            "weights": [float(w) for w in self.index.weights],
+            "fields": fields,
+        }
+        return arrays, header
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> QTable:
+        """The Q-table :meth:`to_arrays` described; ValueError if anything is missing or wrong."""
+        _check_format(header)
+        try:
+            n_vertices = int(header["n_vertices"])
+            if n_vertices < 0:
+                raise ValueError(f"Q-table: n_vertices is {n_vertices}")
+            fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
+            index = LinkIndex.from_fields(fields, header["weights"])
+            q = _array(arrays, "q", np.float64)
+            if q.shape != (n_vertices,) or not np.all(np.isfinite(q)):
+                raise ValueError(f"Q-table: q has shape {q.shape} for {n_vertices} vertices "
+                                 "or holds non-finite values")
+            return cls(version=int(header["version"]), index=index, q=q,
+                       created_at=float(header["created_at"]), meta=dict(header["meta"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"Q-table: malformed header or arrays: {exc!r}") from None
+
+    def save(self, path: Path) -> None:
+        """Write one ``.npz`` atomically (a temporary file in the same folder, then rename)."""
+        path = Path(path)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                self._write(out)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: Path) -> QTable:
+        """Read a file written by :meth:`save`; ValueError if it is not a valid Q-table."""
+        with open(path, "rb") as source:
+            return cls._read(source)
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        self._write(buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> QTable:
+        return cls._read(io.BytesIO(data))
+
+    def _write(self, out: IO[bytes]) -> None:
+        arrays, header = self.to_arrays()
+        encoded = np.frombuffer(json.dumps(header, ensure_ascii=False).encode("utf-8"), np.uint8)
+        np.savez(out, **{HEADER_KEY: encoded}, **arrays)
+
+    @classmethod
+    def _read(cls, source: IO[bytes]) -> QTable:
+        try:
+            loaded = np.load(source, allow_pickle=False)
+            if not isinstance(loaded, NpzFile):
+                raise ValueError("a single array, not an .npz archive")
+            with loaded as archive:
+                arrays = {key: archive[key] for key in archive.files}
+        except ValueError as exc:  # among them numpy's refusal of object (pickled) arrays
+            raise ValueError(f"Q-table: unreadable archive: {exc}") from None
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ValueError(f"Q-table: not an .npz archive: {exc!r}") from None
+        encoded = arrays.pop(HEADER_KEY, None)
+        if encoded is None or encoded.dtype != np.uint8 or encoded.ndim != 1:
+            raise ValueError("Q-table: missing or malformed header")
+        try:
+            header = json.loads(encoded.tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"Q-table: header is not JSON: {exc}") from None
+        if not isinstance(header, dict):
+            raise ValueError("Q-table: header is not a JSON object")
+        return cls.from_arrays(arrays, header)
+
+
+def build_qtable(version: int, anchors: Sequence[str], urls: Sequence[str],
+                 contexts: Sequence[str], src: np.ndarray, dst: np.ndarray, is_leaf: np.ndarray,
+                 *, k1: float = 2.0, b: float = 0.75,
+                 weights: Sequence[float] = (0.5, 0.2, 0.3), gamma: float = 0.9,
+                 reward: float = 1.0) -> QTable:
+    """Fit the link index over G_w's vertex triples and learn Q(v) over its edges."""
+    index = LinkIndex(k1=k1, b=b, weights=tuple(weights)).fit(anchors, urls, contexts)
+    q, iterations = q_learning(index.n_vertices_, src, dst, is_leaf, gamma=gamma, reward=reward)
+    meta = {
+        "n_vertices": index.n_vertices_,
+        "n_edges": int(np.size(src)),
+        "n_results": int(np.count_nonzero(is_leaf)),
+        "iterations": iterations,
+        "gamma": gamma,
+        "reward": reward,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+    }
+    return QTable(version=version, index=index, q=q, created_at=time.time(), meta=meta)
+
+
+def _check_format(header: dict[str, Any]) -> None:
+    if header.get("format") != FORMAT:
+        raise ValueError(f"Q-table: not a {FORMAT} archive (format {header.get('format')!r})")
+    if header.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"Q-table: format version {header.get('format_version')!r} is not "
+                         f"supported (this code reads version {FORMAT_VERSION})")
+
+
+def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[str, Any],
+                       n_vertices: int) -> FieldBM25:
+    state = header["fields"][name]
+    vocabulary = {term: column for column, term in enumerate(state["vocabulary"])}
+    if len(vocabulary) != len(state["vocabulary"]):
+        raise ValueError(f"Q-table: field {name}: duplicate vocabulary terms")
+    data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
+    indices = _array(arrays, f"{name}.indices", np.int64)
+    indptr = _array(arrays, f"{name}.indptr", np.int64)
+    _check_csr(name, data, indices, indptr, n_vertices, len(vocabulary))
+    doc_weights = sp.csr_matrix((data, indices, indptr), shape=(n_vertices, len(vocabulary)))
+    return FieldBM25.from_learned(vocabulary, _array(arrays, f"{name}.idf", np.float64),
+                                  doc_weights, float(state["avgdl"]),
+                                  k1=float(header["k1"]), b=float(header["b"]))
+
+
+def _array(arrays: dict[str, np.ndarray], key: str, dtype: type) -> np.ndarray:
+    """``arrays[key]`` as a 1-d array of ``dtype``; ValueError if absent or not numeric."""
+    if key not in arrays:
+        raise ValueError(f"Q-table: array {key!r} is missing")
+    array = arrays[key]
+    if array.ndim != 1 or array.dtype.kind not in "biuf":
+        raise ValueError(f"Q-table: array {key!r} is not a 1-d numeric array")
+    return array.astype(dtype, copy=False)
+
+
+def _check_csr(name: str, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+               n_rows: int, n_columns: int) -> None:
+    """Full structural check, so that a damaged archive fails here and not in a product later."""
+    valid = (
+        indptr.shape == (n_rows + 1,)
+        and data.shape == indices.shape
+        and indptr[0] == 0
+        and indptr[-1] == data.size
+        and bool(np.all(np.diff(indptr) >= 0))
+        and (indices.size == 0 or (indices.min() >= 0 and indices.max() < n_columns))
+        and bool(np.all(np.isfinite(data)))
+    )
+    if not valid:
+        raise ValueError(f"Q-table: field {name}: inconsistent sparse weight arrays")

@@ -1,0 +1,176 @@
+"""Field BM25 (hand-computed on a 3-document corpus) and the link index over G_w's vertices."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.bm25 import FieldBM25
+from models.link_index import LinkIndex, url_tokens
+
+# N = 3 documents of lengths 3, 2, 4: avgdl = 3, k1 = 2, b = 0.75.
+CORPUS = [["apple", "banana", "apple"], ["banana", "cherry"], ["cherry", "date", "egg", "fig"]]
+IDF_1 = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))  # a term in one document: ln(8/3)
+IDF_2 = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))  # in two documents: ln(1.6)
+IDF_UNKNOWN = math.log(1 + (3 - 0 + 0.5) / (0 + 0.5))  # in none: ln(8)
+# f(t,d)(k1+1) / (f(t,d) + k1(1 - b + b|d|/avgdl)) by hand:
+W_APPLE_D0 = 2 * 3 / (2 + 2 * (0.25 + 0.75 * 3 / 3))  # tf 2 in a length-3 doc: 1.5
+W_BANANA_D0 = 1 * 3 / (1 + 2.0)  # 1.0
+W_D1 = 1 * 3 / (1 + 2 * (0.25 + 0.75 * 2 / 3))  # any term of the length-2 doc: 1.2
+W_D2 = 1 * 3 / (1 + 2 * (0.25 + 0.75 * 4 / 3))  # any term of the length-4 doc: 6/7
+
+
+@pytest.fixture(scope="module")
+def bm25() -> FieldBM25:
+    return FieldBM25(k1=2.0, b=0.75).fit(CORPUS)
+
+
+def test_learned_statistics_match_the_formulas(bm25: FieldBM25) -> None:
+    assert bm25.n_docs_ == 3 and bm25.avgdl_ == pytest.approx(3.0)
+    idf = dict(zip(bm25.vocabulary_, bm25.idf_[list(bm25.vocabulary_.values())], strict=True))
+    assert idf["apple"] == pytest.approx(IDF_1) and idf["banana"] == pytest.approx(IDF_2)
+    weights = bm25.doc_weights_.toarray()
+    column = bm25.vocabulary_
+    assert weights[0, column["apple"]] == pytest.approx(W_APPLE_D0)
+    assert weights[0, column["banana"]] == pytest.approx(W_BANANA_D0)
+    assert weights[1, column["cherry"]] == pytest.approx(W_D1)
+    assert weights[2, column["fig"]] == pytest.approx(W_D2)
+    assert weights[1, column["apple"]] == 0
+
+
+def test_scores_are_bm25_divided_by_the_upper_bound(bm25: FieldBM25) -> None:
+    scores = bm25.score([["apple", "banana"]]).toarray()[0]
+    bound = (IDF_1 + IDF_2) * 3
+    assert scores[0] == pytest.approx((IDF_1 * W_APPLE_D0 + IDF_2 * W_BANANA_D0) / bound, rel=1e-6)
+    assert scores[1] == pytest.approx(IDF_2 * W_D1 / bound, rel=1e-6)
+    assert scores[2] == 0
+
+
+def test_unknown_terms_count_in_the_bound_only(bm25: FieldBM25) -> None:
+    known, with_unknown = bm25.score([["banana"], ["banana", "kiwi"]]).toarray()
+    assert known[1] == pytest.approx(IDF_2 * W_D1 / (IDF_2 * 3), rel=1e-6)
+    assert with_unknown[1] == pytest.approx(IDF_2 * W_D1 / ((IDF_2 + IDF_UNKNOWN) * 3), rel=1e-6)
+    assert with_unknown[1] < known[1]
+
+
+def test_a_query_is_the_set_of_its_terms(bm25: FieldBM25) -> None:
+    once, twice = bm25.score([["apple"], ["apple", "apple"]]).toarray()
+    np.testing.assert_array_equal(once, twice)
+    assert once[0] == pytest.approx(W_APPLE_D0 / 3, rel=1e-6)
+
+
+def test_empty_and_unknown_queries_score_zero(bm25: FieldBM25) -> None:
+    scores = bm25.score([[], ["kiwi", "mango"]])
+    assert scores.shape == (2, 3) and scores.nnz == 0
+
+
+def test_fit_on_no_documents_scores_nothing() -> None:
+    empty = FieldBM25().fit([])
+    assert empty.score([["apple"]]).shape == (1, 0)
+    all_empty = FieldBM25().fit([[], []])
+    assert all_empty.score([["apple"]]).nnz == 0
+
+
+@pytest.mark.parametrize("k1, b", [(0.0, 0.75), (-1.0, 0.5), (2.0, 1.5), (2.0, -0.1)])
+def test_impossible_parameters_are_refused(k1: float, b: float) -> None:
+    with pytest.raises(ValueError, match="k1|b must"):
+        FieldBM25(k1=k1, b=b).fit(CORPUS)
+
+
+words = st.sampled_from(["a1", "b2", "c3", "d4", "e5", "f6", "g7"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(st.lists(words, max_size=8), min_size=1, max_size=8),
+       queries=st.lists(st.lists(words | st.just("zz"), max_size=5), min_size=1, max_size=4))
+def test_scores_lie_in_unit_interval_and_match_a_direct_sum(docs, queries) -> None:
+    bm25 = FieldBM25().fit(docs)
+    scores = bm25.score(queries).toarray()
+    assert np.all(scores >= 0) and np.all(scores < 1)
+    avgdl = sum(map(len, docs)) / len(docs)
+    for q, query in enumerate(queries):
+        terms = set(query)
+        n_t = {t: sum(t in doc for doc in docs) for t in terms}
+        idf = {t: math.log(1 + (len(docs) - n + 0.5) / (n + 0.5)) for t, n in n_t.items()}
+        bound = sum(idf.values()) * 3
+        for d, doc in enumerate(docs):
+            raw = sum(idf[t] * doc.count(t) * 3 / (doc.count(t) + 2 * (0.25 + 0.75 * len(doc) / avgdl))
+                      for t in terms if t in doc)
+            assert scores[q, d] == pytest.approx(raw / bound if bound else 0.0, rel=1e-5, abs=1e-7)
+
+
+# --- the link index -----------------------------------------------------------------------
+
+VERTICES = (
+    ["smartphone battery review", "football match report", "pasta recipe", "手机 电池 评测"],
+    ["http://phones.test/reviews/battery.html", "http://sport.test/football/match-report",
+     "http://food.test/recipes/pasta", "http://shouji.test/pingce/dianchi"],
+    ["long battery life and fast charging test", "goal striker league season",
+     "tomato basil sauce dinner", "这款手机的续航时间很长"],
+)
+
+
+@pytest.fixture(scope="module")
+def index() -> LinkIndex:
+    return LinkIndex().fit(*VERTICES)
+
+
+def test_each_link_maps_to_its_obviously_closest_vertex(index: LinkIndex) -> None:
+    best, score = index.best_vertices(
+        ["battery review", "match report", "好吃的面条", "手机电池"],
+        ["http://phones.test/reviews/x", "http://sport.test/football/y",
+         "http://food.test/recipes/noodles", "http://other.test/a"],
+        ["charging test", "league season", "sauce", "续航"],
+    )
+    assert best.tolist() == [0, 1, 2, 3]
+    assert np.all(score > 0) and np.all(score < 1)
+
+
+def test_a_link_matching_nothing_gets_minus_one(index: LinkIndex) -> None:
+    best, score = index.best_vertices(["zebra crossing"], ["http://nowhere.test/"], [""])
+    assert best.tolist() == [-1] and score.tolist() == [0.0]
+    best, score = index.best_vertices([], [], [])
+    assert best.shape == (0,) and score.shape == (0,)
+
+
+def test_field_weights_decide_between_fields() -> None:
+    # The anchor matches vertex 1 exactly, the context matches vertex 2 exactly.
+    link = (["football match report"], ["http://elsewhere.test/"], ["tomato basil sauce dinner"])
+    by_anchor, _ = LinkIndex(weights=(0.5, 0.2, 0.3)).fit(*VERTICES).best_vertices(*link)
+    by_context, _ = LinkIndex(weights=(0.1, 0.1, 0.8)).fit(*VERTICES).best_vertices(*link)
+    assert by_anchor.tolist() == [1] and by_context.tolist() == [2]
+
+
+def test_the_score_is_the_weighted_sum_of_field_scores(index: LinkIndex) -> None:
+    link = (["battery review"], ["http://phones.test/reviews/x"], ["charging test"])
+    best, score = index.best_vertices(*link)
+    fields = [f.score([tokens]).toarray()[0, 0] for f, tokens in zip(
+        index.fields_, (["battery", "review"], ["phones", "reviews", "x"], ["charging", "test"]),
+        strict=True)]
+    assert best[0] == 0
+    assert score[0] == pytest.approx(float(np.dot((0.5, 0.2, 0.3), fields)), rel=1e-6)
+
+
+def test_ties_go_to_the_lowest_vertex() -> None:
+    twins = LinkIndex().fit(["x", "same words", "same words"], ["", "", ""], ["", "", ""])
+    best, _ = twins.best_vertices(["same words"], [""], [""])
+    assert best.tolist() == [1]
+
+
+def test_mismatched_lengths_and_bad_weights_are_refused(index: LinkIndex) -> None:
+    with pytest.raises(ValueError, match="link triples"):
+        index.best_vertices(["a", "b"], ["http://a.test/"], ["c"])
+    with pytest.raises(ValueError, match="weights"):
+        LinkIndex(weights=(0.5, 0.5)).fit(*VERTICES)
+    with pytest.raises(ValueError, match="weights"):
+        LinkIndex(weights=(0.5, -0.2, 0.7)).fit(*VERTICES)
+
+
+def test_url_tokens_keep_host_path_and_query_words() -> None:
+    assert url_tokens("http://www.phones.example.com/reviews/Battery_Life.html?id=42&q=x") == [
+        "phones", "example", "reviews", "battery", "life", "id", "42", "q", "x"]
+    assert url_tokens("http://[::1") == [] and url_tokens(None) == []  # type: ignore[arg-type]

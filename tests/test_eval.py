@@ -1,0 +1,129 @@
+"""``jlse eval``: ground-truth metrics on a hand-made fetch order, and a small sandbox run."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from jlse.eval import (
+    EvalError,
+    EvalReport,
+    GroundTruth,
+    fetched_urls,
+    harvest_curve,
+    load_truth,
+    markdown_table,
+    measure,
+    recall_curve,
+    run_eval,
+    truth_key,
+)
+from scheduler.records import FetchRecord, NewLink, Outcome
+from scheduler.store import open_store
+
+A, B, C, D, E = (f"http://p.test/{name}" for name in "abcde")
+UNKNOWN = "http://p.test/redirect"
+
+
+@pytest.fixture()
+def truth() -> GroundTruth:
+    truth = GroundTruth()
+    truth.add(A, "phones", True)
+    truth.add(B, "phones", False)
+    truth.add(C, "cooking", True)
+    truth.add(D, "phones", True)  # never fetched
+    truth.add(E, "phones", True)
+    return truth
+
+
+FETCH_ORDER = [A, C, B, E, UNKNOWN]
+
+
+def test_harvest_and_recall_curves_exact(truth: GroundTruth) -> None:
+    assert harvest_curve(FETCH_ORDER, truth, "phones") == pytest.approx([1, 1 / 2, 2 / 3, 3 / 4, 3 / 5])
+    assert recall_curve(FETCH_ORDER, truth, "phones") == pytest.approx([1 / 3, 1 / 3, 1 / 3, 2 / 3, 2 / 3])
+    # the other topic: C is its only page and only target
+    assert harvest_curve(FETCH_ORDER, truth, "cooking") == pytest.approx([0, 1 / 2, 1 / 3, 1 / 4, 1 / 5])
+    assert recall_curve(FETCH_ORDER, truth, "cooking")[-1] == 1.0
+
+
+def test_a_target_fetched_twice_counts_once(truth: GroundTruth) -> None:
+    assert recall_curve([A, A, E], truth, "phones") == pytest.approx([1 / 3, 1 / 3, 2 / 3])
+
+
+def test_measure_at_checkpoints(truth: GroundTruth) -> None:
+    result = measure("phones", "bfs", FETCH_ORDER, truth, [2, 5, 10])
+    assert result.fetched == 5 and result.n_targets == 3
+    assert result.harvest_at == {2: pytest.approx(0.5), 5: pytest.approx(0.6), 10: None}
+    assert result.recall_at == {2: pytest.approx(1 / 3), 5: pytest.approx(2 / 3),
+                                10: pytest.approx(2 / 3)}  # the crawl ended: recall holds
+    table = markdown_table([result], [2, 5, 10])
+    assert "| bfs | 5 | 0.500 | 0.600 | - | 0.333 | 0.667 | 0.667 |" in table
+
+
+def test_truth_matches_canonical_urls_and_reordered_queries() -> None:
+    truth = GroundTruth()
+    truth.add("HTTP://Shop.test:80/list?page=2&cat=5#top", "phones", False)
+    assert truth.is_relevant("http://shop.test/list?cat=5&page=2", "phones")
+    assert truth_key("http://shop.test/index.html") == truth_key("http://shop.test/")
+    assert not truth.is_relevant("http://shop.test/list?page=3&cat=5", "phones")
+
+
+def test_load_truth_skips_malformed_lines(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "truth.jsonl"
+    rows = [json.dumps({"url": A, "topic": "phones", "target": True}), "{not json",
+            json.dumps({"topic": "phones"}), "", json.dumps({"url": B, "topic": "phones"})]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="jlse.eval"):
+        truth = load_truth(path)
+    assert truth.is_relevant(B, "phones") and truth.targets == {"phones": {truth_key(A)}}
+    assert "2 malformed lines skipped" in caplog.text
+    with pytest.raises(EvalError, match="not found"):
+        load_truth(tmp_path / "missing.jsonl")
+
+
+def test_fetched_urls_in_fetch_order_without_refusals(tmp_path: Path) -> None:
+    db = tmp_path / "crawl.db"
+    with open_store(f"sqlite:///{db}") as store:
+        ids = [link_id for link_id, _ in store.add_links(
+            [NewLink(url, None, 0) for url in (A, B, C, D)])]
+        store.record_fetch(FetchRecord(ids[2], C, Outcome.OK))
+        store.reject(ids[1], Outcome.ROBOTS_DISALLOWED, "robots.txt")
+        store.record_fetch(FetchRecord(ids[0], A, Outcome.HTTP_ERROR, status_code=500))
+        store.reject(ids[3], Outcome.TRAP, "trap")
+    assert fetched_urls(db) == [C, A]  # a 500 is a page request, refusals are not
+    with pytest.raises(EvalError, match="not found"):
+        fetched_urls(tmp_path / "none.db")
+
+
+def test_run_eval_rejects_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="unknown strategy"):
+        run_eval(["phones"], ["random-walk"], budget=10, out_dir=tmp_path)
+    truth = tmp_path / "truth.jsonl"
+    truth.write_text(json.dumps({"url": A, "topic": "phones"}) + "\n")
+    with pytest.raises(EvalError, match="no topic directory"):
+        run_eval(["phones"], ["bfs"], budget=10, out_dir=tmp_path, truth_file=truth)
+
+
+def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
+    report = run_eval(["phones"], ["bfs", "best-first"], budget=150, out_dir=tmp_path,
+                      checkpoints=(50, 100, 150, 2000))
+    assert isinstance(report, EvalReport) and report.checkpoints == [50, 100, 150]
+    assert [r.strategy for r in report.results] == ["bfs", "best-first"]
+    for result in report.results:
+        assert result.fetched == 150
+        urls = fetched_urls(tmp_path / "phones" / result.strategy / "crawl.db")
+        on_topic = sum(sandbox_web.is_relevant(url, "phones") for url in urls)
+        assert result.harvest_at[150] == pytest.approx(on_topic / 150)
+        assert 0 < result.recall_at[150] < 1
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## phones" in markdown and "| best-first | 150 |" in markdown
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["budget"] == 150 and len(data["results"]) == 2
+    assert len(data["results"][0]["harvest"]) == 15  # every 10th point of the curve
+    for name in ("phones-harvest.png", "phones-recall.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.render() == markdown

@@ -1,0 +1,200 @@
+"""Crawl strategies: link priorities on hand-made link triples, and picking them by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jlse.settings import Settings
+from models.opic import CashSplit
+from models.strategies import (
+    AnchorTextAnalysis,
+    BayesContext,
+    KeywordCosine,
+    KeywordVSM,
+    StrategyError,
+    UnknownStrategy,
+    available_strategies,
+    make_strategy,
+    share_by_similarity,
+)
+from models.topic_model import TopicModel, TopicSamples
+
+ANCHORS = ["phone review", "pasta recipe", "contact us"]
+URLS = ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+CONTEXTS = ["the best smartphone of the year", "cooking at home", "footer"]
+
+
+def table_similarity(values: dict[str, float]):
+    """A fixed anchor -> similarity function (stands in for a fitted anchor NB)."""
+    return lambda anchors: np.array([values[a] for a in anchors], dtype=float)
+
+
+SIMS = table_similarity({"phone review": 0.9, "pasta recipe": 0.01, "contact us": 0.09})
+
+
+@pytest.fixture(scope="module")
+def phone_model() -> TopicModel:
+    phones = ["smartphone review battery camera screen android phone",
+              "new phone launch 5g handset price battery life",
+              "手机 评测 电池 屏幕 拍照 智能手机"]
+    others = ["pasta recipe tomato sauce cooking dinner",
+              "football match goal league season team",
+              "travel hotel beach holiday flight"]
+    anchors = [("phone review", 1), ("smartphone deals", 1), ("手机评测", 1),
+               ("pasta recipe", 0), ("football scores", 0), ("cheap flights", 0)]
+    samples = TopicSamples(relevant=phones * 3, irrelevant=others * 3, anchors=anchors,
+                           keywords=["smartphone", "mobile phone"])
+    return TopicModel().fit(samples)
+
+
+# --- formula (10) and the JLSE family ---
+
+def test_share_by_similarity_sums_to_page_relevance() -> None:
+    priorities = share_by_similarity(0.8, np.array([0.9, 0.01, 0.09]))
+    assert priorities.sum() == pytest.approx(0.8)
+    assert priorities == pytest.approx([0.8 * 0.9, 0.8 * 0.01, 0.8 * 0.09])
+
+
+def test_share_by_similarity_zero_sum_and_empty() -> None:
+    assert share_by_similarity(0.7, np.zeros(3)).tolist() == [0.0, 0.0, 0.0]
+    assert share_by_similarity(0.7, np.zeros(0)).shape == (0,)
+    # a page without a relevance counts as relevant
+    assert share_by_similarity(None, np.array([1.0, 3.0])) == pytest.approx([0.25, 0.75])
+
+
+def test_ata_is_formula_10_with_anchor_similarity() -> None:
+    ata = AnchorTextAnalysis(SIMS)
+    priorities = ata.score_links(0.6, 2, ANCHORS, URLS, CONTEXTS)
+    assert priorities == pytest.approx([0.6 * 0.9, 0.6 * 0.01, 0.6 * 0.09])
+    # fewer out-links: each gets a bigger share of the same relevance
+    two = ata.score_links(0.6, 2, ANCHORS[:2], URLS[:2], CONTEXTS[:2])
+    assert two[0] > priorities[0] and two.sum() == pytest.approx(0.6)
+
+
+def test_ata_equals_jlse_without_a_qtable(phone_model: TopicModel) -> None:
+    settings = Settings()
+    ata = make_strategy("ata", settings, phone_model)
+    jlse = make_strategy("jlse", settings, phone_model, qtable=lambda: None)
+    args = (0.75, 1, ANCHORS, URLS, CONTEXTS)
+    assert jlse.score_links(*args) == pytest.approx(ata.score_links(*args))
+    assert jlse.score_links(*args).sum() == pytest.approx(0.75)
+
+
+def test_jlse_product_variant_is_relevance_times_similarity(phone_model: TopicModel) -> None:
+    product = make_strategy("jlse-product", Settings(), phone_model)
+    sims = phone_model.anchor_similarity(ANCHORS)
+    assert product.score_links(0.5, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx(0.5 * sims)
+
+
+def test_jlse_ranks_topical_anchor_first(phone_model: TopicModel) -> None:
+    jlse = make_strategy("jlse", Settings(), phone_model)
+    priorities = jlse.score_links(1.0, 0, ANCHORS, URLS, CONTEXTS)
+    assert int(np.argmax(priorities)) == 0
+
+
+# --- OPIC ---
+
+def test_opic_splits_the_page_cash_by_anchor_relevance() -> None:
+    opic = CashSplit(SIMS, relevance_weight=2.0)
+    priorities = opic.score_links(None, 3, ANCHORS, URLS, CONTEXTS, parent_priority=0.3)
+    weights = np.array([1 + 2 * 0.9, 1 + 2 * 0.01, 1 + 2 * 0.09])
+    assert priorities == pytest.approx(0.3 * weights / weights.sum())
+    assert priorities.sum() == pytest.approx(0.3)  # cash is conserved
+
+
+def test_opic_without_a_model_is_plain_opic() -> None:
+    opic = make_strategy("opic", Settings(), None)
+    priorities = opic.score_links(None, 0, ANCHORS, URLS, CONTEXTS, parent_priority=0.9)
+    assert priorities == pytest.approx([0.3, 0.3, 0.3])
+    assert opic.should_expand(0.0, is_target=True)  # not focused
+
+
+# --- Bayes and VSM ---
+
+def test_bayes_scores_anchor_plus_context() -> None:
+    seen: list[list[str]] = []
+
+    def context_relevance(texts):
+        seen.append(list(texts))
+        return np.array([0.9 if "smartphone" in t else 0.1 for t in texts])
+
+    bayes = BayesContext(context_relevance)
+    priorities = bayes.score_links(0.2, 0, ANCHORS, URLS, CONTEXTS)
+    assert priorities.tolist() == [0.9, 0.1, 0.1]  # page relevance plays no part
+    assert seen == [["phone review the best smartphone of the year", "pasta recipe cooking at home",
+                     "contact us footer"]]
+
+
+def test_bayes_with_a_topic_model_prefers_topical_links(phone_model: TopicModel) -> None:
+    bayes = make_strategy("bayes", Settings(), phone_model)
+    priorities = bayes.score_links(1.0, 0, ANCHORS, URLS, CONTEXTS)
+    assert priorities[0] > priorities[1]
+    assert np.all((priorities >= 0) & (priorities <= 1))
+
+
+def test_keyword_cosine_exact() -> None:
+    cosine = KeywordCosine(["smartphone", "phone review"])
+    # query counts: smartphone 1, phone 1, review 1; text "phone phone": dot 2, |t| 2, |q| sqrt 3
+    assert cosine.cosines(["phone phone"])[0] == pytest.approx(2 / (2 * np.sqrt(3)))
+    assert cosine.cosines(["pasta recipe", ""]).tolist() == [0.0, 0.0]
+
+
+def test_vsm_priority_is_relevance_times_link_match() -> None:
+    vsm = KeywordVSM(["smartphone", "phone review"])
+    priorities = vsm.score_links(0.4, 0, ANCHORS, URLS, CONTEXTS)
+    cosines = vsm.cosine.cosines([f"{a} {c}" for a, c in zip(ANCHORS, CONTEXTS, strict=True)])
+    assert priorities == pytest.approx(0.4 * (0.5 + 0.5 * cosines))
+    assert priorities[0] > priorities[2] and priorities[2] == pytest.approx(0.2)
+
+
+# --- make_strategy ---
+
+def test_make_strategy_unknown_name() -> None:
+    with pytest.raises(UnknownStrategy, match="random-walk.*available: ata, bayes"):
+        make_strategy("random-walk", Settings())
+
+
+def test_every_setting_strategy_is_available() -> None:
+    from jlse.settings import STRATEGIES
+
+    assert sorted(STRATEGIES) == available_strategies()
+
+
+@pytest.mark.parametrize("name", ["ata", "jlse", "jlse-product", "bayes"])
+def test_model_strategies_need_a_model(name: str) -> None:
+    with pytest.raises(StrategyError, match="needs a topic model"):
+        make_strategy(name, Settings(), None)
+
+
+def test_vsm_needs_keywords() -> None:
+    with pytest.raises(StrategyError, match="keywords"):
+        make_strategy("vsm", Settings(keywords=["the", "of"]))  # stop words only
+    assert make_strategy("vsm", Settings(keywords=["smartphone"])).name == "vsm"
+
+
+@pytest.mark.parametrize("name, focused", [
+    ("bfs", False), ("best-first", False), ("opic", False), ("ata", True), ("jlse", True),
+    ("jlse-product", True), ("bayes", True), ("vsm", True),
+])
+def test_focus_per_the_paper(name: str, focused: bool, phone_model: TopicModel) -> None:
+    settings = Settings(keywords=["smartphone"], relevance_threshold=0.6)
+    strategy = make_strategy(name, settings, phone_model)
+    assert strategy.name == name
+    assert strategy.should_expand(0.3, is_target=False) is (not focused)
+    assert strategy.should_expand(0.7, is_target=False)
+    assert strategy.seed_priority() == 1.0
+
+
+def test_settings_reach_the_strategy(phone_model: TopicModel) -> None:
+    settings = Settings(expand_targets=True, hard_focus=False, relevance_threshold=0.9)
+    ata = make_strategy("ata", settings, phone_model)
+    assert ata.should_expand(0.1, is_target=True)  # soft focus, targets expanded
+    strict = make_strategy("ata", Settings(), phone_model)
+    assert not strict.should_expand(0.9, is_target=True)  # paper: targets are not expanded
+
+
+def test_empty_link_lists(phone_model: TopicModel) -> None:
+    settings = Settings(keywords=["smartphone"])
+    for name in available_strategies():
+        assert make_strategy(name, settings, phone_model).score_links(0.5, 0, [], [], []).shape == (0,)
