@@ -111,6 +111,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         topics=args.topics.split(","), strategies=args.strategies.split(","),
         budget=args.budget, out_dir=Path(args.out), seed=args.seed,
         cf_sweep=[int(v) for v in args.cf_sweep.split(",")] if args.cf_sweep else None,
+        checkpoints=tuple(int(v) for v in args.checkpoints.split(",")),
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
     )
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--budget", type=int, default=2000)
     evaluate.add_argument("--out", default="runs/eval")
     evaluate.add_argument("--seed", type=int, default=7, help="sandbox web seed")
+    evaluate.add_argument("--checkpoints", default="100,250,500,1000,1500,2000")
     evaluate.add_argument("--cf-sweep", help="e.g. 50,100,150,200 (jlse only)")
     evaluate.add_argument("--truth", help="ground truth JSON lines of another web")
     evaluate.add_argument("--topic-dir", action="append", metavar="NAME=DIR",

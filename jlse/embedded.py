@@ -62,7 +62,7 @@ class EmbeddedCrawler:
         self.counters = CrawlCounters()
         self._in_flight: dict[Future, CrawlTask] = {}
         self._stopping = False
-        self._requeues: dict[int, int] = {}
+        self._robots_failures: dict[str, int] = {}  # host -> robots.txt unavailable so far
 
     # --- setup -------------------------------------------------------------------------
     def add_seeds(self, seeds: list[str], priority: float) -> None:
@@ -123,8 +123,10 @@ class EmbeddedCrawler:
                 return
             host = host_of(task.url)
             if self.traps.host_fetches(host) >= self.settings.max_pages_per_host:
-                self.store.reject(task.url_id, Outcome.TRAP, "host page budget spent")
-                self.counters.rejected += 1
+                self._reject(task, Outcome.TRAP, "host page budget spent")
+                continue
+            if self._robots_given_up(host):
+                self._reject(task, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
                 continue
             self.politeness.acquire(host)
             self._in_flight[pool.submit(self.pipeline.process, task)] = task
@@ -157,9 +159,7 @@ class EmbeddedCrawler:
             self.traps.note_fetch(host)
             self._count(result)
         elif result.rejected is not None:
-            outcome, reason = result.rejected
-            self.store.reject(task.url_id, outcome, reason)
-            self.counters.rejected += 1
+            self._reject(task, *result.rejected)
         elif result.requeue_after is not None:
             self._requeue(task)
         self._add_links(result.links)
@@ -168,15 +168,23 @@ class EmbeddedCrawler:
             self.progress.update(self.counters, len(self.frontier), counted=result.fetch is not None)
 
     def _requeue(self, task: CrawlTask) -> None:
-        """robots.txt was unavailable: retry later, a bounded number of times."""
-        tries = self._requeues.get(task.url_id, 0) + 1
-        if tries > self.settings.robots_unavailable_retries:
-            self.store.reject(task.url_id, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
-            self.counters.rejected += 1
+        """robots.txt was unavailable: retry the host later, a bounded number of times."""
+        host = host_of(task.url)
+        self._robots_failures[host] = self._robots_failures.get(host, 0) + 1
+        if self._robots_given_up(host):
+            log.warning("giving up on %s: robots.txt unavailable %d times", host,
+                        self._robots_failures[host])
+            self._reject(task, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
             return
-        self._requeues[task.url_id] = tries
         self.frontier.push(task)
         self.counters.requeued += 1
+
+    def _robots_given_up(self, host: str) -> bool:
+        return self._robots_failures.get(host, 0) > self.settings.robots_unavailable_retries
+
+    def _reject(self, task: CrawlTask, outcome: Outcome, reason: str) -> None:
+        self.store.reject(task.url_id, outcome, reason)
+        self.counters.rejected += 1
 
     def _count(self, result: PageResult) -> None:
         record = result.fetch

@@ -201,7 +201,8 @@ def markdown_table(results: Sequence[StrategyResult], checkpoints: Sequence[int]
             + [f"TR@{n}" for n in checkpoints])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        cells = ([r.strategy, str(r.fetched)] + [_cell(r.harvest_at[n]) for n in checkpoints]
+        label = f"{r.strategy} (failed)" if r.reason.startswith("failed") else r.strategy
+        cells = ([label, str(r.fetched)] + [_cell(r.harvest_at[n]) for n in checkpoints]
                  + [_cell(r.recall_at[n]) for n in checkpoints])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -250,7 +251,13 @@ def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[s
     from jlse.run import run_crawl
 
     log.info("eval: crawling %s with %s", topic, label)
-    summary = run_crawl(topic_dir, overrides, workdir=workdir, fresh=True, progress=False)
+    try:
+        summary = run_crawl(topic_dir, overrides, workdir=workdir, fresh=True, progress=False)
+    except (ValueError, RuntimeError, OSError) as exc:  # one failed crawl must not end the eval
+        log.error("eval: %s/%s failed: %s", topic, label, exc)
+        result = measure(topic, label, [], truth, checkpoints)
+        result.reason = f"failed: {exc}"
+        return result
     result = measure(topic, label, fetched_urls(workdir / "crawl.db"), truth, checkpoints)
     result.elapsed, result.reason = summary.elapsed, summary.reason
     log.info("eval: %s/%s fetched %d in %.1f s (%s)", topic, label, result.fetched,

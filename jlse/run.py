@@ -53,12 +53,12 @@ def run_crawl(
     if fresh:
         _clear_workdir(workdir, store_url)
     workdir.mkdir(parents=True, exist_ok=True)
-    log_handler = _log_to_file(workdir / "crawl.log")
     store_url = store_url or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     model = build_topic_model(topic)
     holder = QTableHolder(_latest_qtable(workdir / "qtables") if resume else None)
     strategy = make_strategy(settings.strategy, settings, model, holder.get)
     store = open_store(store_url)
+    log_handler = _log_to_file(workdir / "crawl.log")
     learner = None
     try:
         resuming = _check_resume(store, resume, store_url)

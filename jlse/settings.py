@@ -67,6 +67,7 @@ class Settings:
     max_pages_per_host: int = 5000
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
+    opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)

@@ -14,7 +14,9 @@ postings of the query terms are touched, never a loop over documents.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,19 +47,28 @@ class FieldBM25:
         """Learn the vocabulary, idf and per-posting weights of ``docs`` (token lists)."""
         self._check_params()
         vocabulary: dict[str, int] = {}
-        columns = [vocabulary.setdefault(token, len(vocabulary)) for doc in docs for token in doc]
-        lengths = np.fromiter((len(doc) for doc in docs), dtype=np.int64, count=len(docs))
-        indptr = np.concatenate(([0], np.cumsum(lengths)))
-        ones = np.ones(len(columns), dtype=np.float64)
-        shape = (len(docs), len(vocabulary))
-        term_freq = sp.csr_matrix((ones, np.asarray(columns, dtype=np.int64), indptr), shape=shape)
-        term_freq.sum_duplicates()  # one entry per (document, term), holding f(t, d)
-        self.vocabulary_ = vocabulary
-        self.n_docs_ = len(docs)
-        self.avgdl_ = float(lengths.mean()) if len(docs) else 0.0
-        self.idf_ = idf(self.n_docs_, np.bincount(term_freq.indices, minlength=len(vocabulary)))
-        self.doc_weights_ = self._weights(term_freq, lengths)
-        return self
+        columns, lengths = _collect_term_ids(docs, vocabulary)
+        return self._fit_counts(vocabulary, columns, lengths, np.arange(len(docs)))
+
+    def fit_texts(self, texts: Sequence[str], tokenize: Callable[[str], Sequence[str]]) -> Self:
+        """:meth:`fit` on ``tokenize(text)`` of each text, tokenising each distinct text once.
+
+        The vertices of G_w share many anchors and contexts, and holding the token lists of a
+        million contexts costs gigabytes; here only their term ids (4 bytes a token) are kept.
+        A text that is not a string is an empty document."""
+        self._check_params()
+        n_other = sum(not isinstance(text, str) for text in texts)
+        if n_other:
+            logger.warning("BM25: %d of %d texts are not strings; indexed as empty", n_other,
+                           len(texts))
+        distinct: dict[str, int] = {}
+        doc_index = np.fromiter(
+            (distinct.setdefault(text if isinstance(text, str) else "", len(distinct))
+             for text in texts),
+            dtype=np.int64, count=len(texts))
+        vocabulary: dict[str, int] = {}
+        columns, lengths = _collect_term_ids(map(tokenize, distinct), vocabulary)
+        return self._fit_counts(vocabulary, columns, lengths, doc_index)
 
     @classmethod
     def from_learned(cls, vocabulary: dict[str, int], idf_: np.ndarray, doc_weights: sp.csr_matrix,
@@ -87,50 +98,97 @@ class FieldBM25:
     def query_matrix(self, queries: Sequence[Sequence[str]], weight: float = 1.0) -> sp.csr_matrix:
         """Q x V: ``weight * idf(t) / bound(q)`` for each known term t of query q.
 
-        ``query_matrix(queries) @ doc_weights_.T`` is :meth:`score`; a caller may stack these
-        matrices of several fields to score all fields in one product."""
-        columns, indptr, n_unknown = self._known_terms(queries)
-        term_idf = self.idf_[columns]
-        counts = np.diff(indptr)
-        known_sums = np.zeros(len(counts))
-        has_known = counts > 0
-        if has_known.any():
-            known_sums[has_known] = np.add.reduceat(term_idf, indptr[:-1][has_known])
-        unknown_idf = idf(self.n_docs_, np.zeros(1))[0]
-        bounds = (known_sums + unknown_idf * n_unknown) * (self.k1 + 1.0)
-        values = weight * term_idf / np.repeat(bounds, counts)
-        shape = (len(queries), len(self.vocabulary_))
-        return sp.csr_matrix((values.astype(WEIGHT_DTYPE), columns, indptr), shape=shape)
+        ``query_matrix(queries) @ doc_weights_.T`` is :meth:`score`."""
+        rows, columns, values = self.query_entries(queries, weight)
+        indptr = np.zeros(len(queries) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(queries)), out=indptr[1:])
+        return sp.csr_matrix((values, columns, indptr), shape=(len(queries), len(self.vocabulary_)))
 
-    def _known_terms(self, queries: Sequence[Sequence[str]]) -> tuple[np.ndarray, ...]:
-        """The known distinct terms of each query as CSR columns and row pointers, and the
-        number of distinct unknown terms of each query."""
-        vocabulary = self.vocabulary_
-        columns: list[int] = []
-        indptr = [0]
-        n_unknown = []
-        for query in queries:
-            terms = set(query)
-            known = [vocabulary[t] for t in terms if t in vocabulary]
-            columns.extend(known)
-            indptr.append(len(columns))
-            n_unknown.append(len(terms) - len(known))
-        return (np.asarray(columns, dtype=np.int64), np.asarray(indptr, dtype=np.int64),
-                np.asarray(n_unknown, dtype=np.float64))
+    def query_entries(self, queries: Sequence[Sequence[str]],
+                      weight: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The entries (row, column, value) of :meth:`query_matrix`, sorted by row then column.
+
+        One vocabulary look-up per token and array operations: no loop over the queries."""
+        n_queries = len(queries)
+        token_rows, ids, tokens = self._look_up(queries)
+        known = ids >= 0
+        n_terms = max(len(self.vocabulary_), 1)
+        rows, columns = np.divmod(_distinct(token_rows[known] * n_terms + ids[known]), n_terms)
+        term_idf = self.idf_[columns]
+        unknown = np.flatnonzero(~known)
+        n_unknown = _count_distinct(token_rows[unknown], [tokens[i] for i in unknown.tolist()], n_queries)
+        unknown_idf = idf(self.n_docs_, np.zeros(1))[0]
+        bounds = np.bincount(rows, weights=term_idf, minlength=n_queries)
+        bounds = (bounds + unknown_idf * n_unknown) * (self.k1 + 1.0)
+        values = (weight * term_idf / bounds[rows]).astype(WEIGHT_DTYPE)
+        return rows, columns.astype(np.int32), values
+
+    def _look_up(self, queries: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list]:
+        """Query number and term id (-1 if unknown) of every token of ``queries``, and the
+        tokens themselves."""
+        lengths = np.fromiter(map(len, queries), dtype=np.int64, count=len(queries))
+        tokens = list(chain.from_iterable(queries))
+        ids = np.fromiter(map(self.vocabulary_.get, tokens, repeat(-1)), dtype=np.int64,
+                          count=len(tokens))
+        return np.repeat(np.arange(len(queries)), lengths), ids, tokens
+
+    def _fit_counts(self, vocabulary: dict[str, int], columns: np.ndarray, lengths: np.ndarray,
+                    doc_index: np.ndarray) -> Self:
+        """Fit from the term ids of distinct documents; document i is ``doc_index[i]``."""
+        indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        ones = np.ones(len(columns), dtype=WEIGHT_DTYPE)
+        term_freq = sp.csr_matrix((ones, columns, indptr), shape=(len(lengths), len(vocabulary)))
+        term_freq.sum_duplicates()  # one entry per (document, term), holding f(t, d)
+        copies = np.bincount(doc_index, minlength=len(lengths))
+        self.vocabulary_ = vocabulary
+        self.n_docs_ = len(doc_index)
+        self.avgdl_ = float(lengths @ copies) / self.n_docs_ if self.n_docs_ else 0.0
+        doc_freq = np.bincount(term_freq.indices, weights=np.repeat(copies, np.diff(term_freq.indptr)),
+                               minlength=len(vocabulary))
+        self.idf_ = idf(self.n_docs_, doc_freq)
+        weights = self._weights(term_freq, lengths)
+        all_distinct = len(lengths) == len(doc_index)  # then doc_index is 0..N-1
+        self.doc_weights_ = weights if all_distinct else weights[doc_index]
+        return self
 
     def _weights(self, term_freq: sp.csr_matrix, lengths: np.ndarray) -> sp.csr_matrix:
         """f(t,d)(k1+1) / (f(t,d) + k1(1 - b + b|d|/avgdl)) at every posting."""
         tf = term_freq.data
         if tf.size == 0:
             return sp.csr_matrix(term_freq.shape, dtype=WEIGHT_DTYPE)
-        doc_length = np.repeat(lengths, np.diff(term_freq.indptr)).astype(np.float64)
-        norm = self.k1 * (1.0 - self.b + self.b * doc_length / self.avgdl_)
-        weights = tf * (self.k1 + 1.0) / (tf + norm)
-        return sp.csr_matrix((weights.astype(WEIGHT_DTYPE), term_freq.indices, term_freq.indptr),
-                             shape=term_freq.shape)
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / self.avgdl_)  # one per document
+        weights = tf + np.repeat(norm.astype(WEIGHT_DTYPE), np.diff(term_freq.indptr))
+        np.divide(tf * WEIGHT_DTYPE(self.k1 + 1.0), weights, out=weights)
+        return sp.csr_matrix((weights, term_freq.indices, term_freq.indptr), shape=term_freq.shape)
 
     def _check_params(self) -> None:
         if not self.k1 > 0:
             raise ValueError(f"BM25: k1 must be positive, got {self.k1}")
         if not 0.0 <= self.b <= 1.0:
             raise ValueError(f"BM25: b must lie in [0, 1], got {self.b}")
+
+
+def _collect_term_ids(docs: Iterable[Sequence[str]],
+              vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The term ids of all documents' tokens, concatenated (growing ``vocabulary``), and the
+    number of tokens of each document."""
+    columns = array("i")  # 4 bytes a token, not a Python list of int objects
+    lengths = array("q")
+    for doc in docs:
+        columns.extend(vocabulary.setdefault(token, len(vocabulary)) for token in doc)
+        lengths.append(len(doc))
+    return (np.frombuffer(columns, dtype=np.intc).astype(np.int32, copy=False),
+            np.frombuffer(lengths, dtype=np.int64))
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of ``keys``, ascending (``np.unique``, without its fixed costs)."""
+    keys = np.sort(keys)
+    return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if keys.size else keys
+
+
+def _count_distinct(rows: np.ndarray, tokens: list[str], n_rows: int) -> np.ndarray:
+    """Number of distinct tokens in each row, given each token's row (few tokens: a set)."""
+    distinct = set(zip(rows.tolist(), tokens, strict=True))
+    return np.bincount([row for row, _ in distinct], minlength=n_rows).astype(np.float64)

@@ -87,19 +87,24 @@ class QTable:
         """The Q-table :meth:`to_arrays` described; ValueError if anything is missing or wrong."""
         _check_format(header)
         try:
-            n_vertices = int(header["n_vertices"])
-            if n_vertices < 0:
-                raise ValueError(f"Q-table: n_vertices is {n_vertices}")
-            fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
-            index = LinkIndex.from_fields(fields, header["weights"])
-            q = _array(arrays, "q", np.float64)
-            if q.shape != (n_vertices,) or not np.all(np.isfinite(q)):
-                raise ValueError(f"Q-table: q has shape {q.shape} for {n_vertices} vertices "
-                                 "or holds non-finite values")
-            return cls(version=int(header["version"]), index=index, q=q,
-                       created_at=float(header["created_at"]), meta=dict(header["meta"]))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"Q-table: malformed header or arrays: {exc!r}") from None
+            return cls._build(arrays, header)
+        except (KeyError, TypeError, ValueError) as exc:
+            reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"Q-table: invalid arrays or header: {reason}") from None
+
+    @classmethod
+    def _build(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> QTable:
+        n_vertices = int(header["n_vertices"])
+        if n_vertices < 0:
+            raise ValueError(f"n_vertices is {n_vertices}")
+        fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
+        index = LinkIndex.from_fields(fields, header["weights"])
+        q = _array(arrays, "q", np.float64)
+        if q.shape != (n_vertices,) or not np.all(np.isfinite(q)):
+            raise ValueError(f"q has shape {q.shape} for {n_vertices} vertices or holds "
+                             "non-finite values")
+        return cls(version=int(header["version"]), index=index, q=q,
+                   created_at=float(header["created_at"]), meta=dict(header["meta"]))
 
     def save(self, path: Path) -> None:
         """Write one ``.npz`` atomically (a temporary file in the same folder, then rename)."""
@@ -115,7 +120,8 @@ class QTable:
 
     @classmethod
     def load(cls, path: Path) -> QTable:
-        """Read a file written by :meth:`save`; ValueError if it is not a valid Q-table."""
+        """Read a file written by :meth:`save`; ValueError if it is not a valid Q-table
+        (OSError if it cannot be read at all)."""
         with open(path, "rb") as source:
             return cls._read(source)
 
@@ -130,7 +136,8 @@ class QTable:
 
     def _write(self, out: IO[bytes]) -> None:
         arrays, header = self.to_arrays()
-        encoded = np.frombuffer(json.dumps(header, ensure_ascii=False).encode("utf-8"), np.uint8)
+        text = json.dumps(header, ensure_ascii=False, default=_json_scalar)
+        encoded = np.frombuffer(text.encode("utf-8"), np.uint8)
         np.savez(out, **{HEADER_KEY: encoded}, **arrays)
 
     @classmethod
@@ -178,6 +185,13 @@ def build_qtable(version: int, anchors: Sequence[str], urls: Sequence[str],
     return QTable(version=version, index=index, q=q, created_at=time.time(), meta=meta)
 
 
+def _json_scalar(value: Any) -> Any:
+    """numpy scalars in ``meta`` (counts, parameters) as plain Python numbers."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"Q-table meta: {type(value).__name__} is not JSON serialisable")
+
+
 def _check_format(header: dict[str, Any]) -> None:
     if header.get("format") != FORMAT:
         raise ValueError(f"Q-table: not a {FORMAT} archive (format {header.get('format')!r})")
@@ -191,7 +205,7 @@ def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[st
     state = header["fields"][name]
     vocabulary = {term: column for column, term in enumerate(state["vocabulary"])}
     if len(vocabulary) != len(state["vocabulary"]):
-        raise ValueError(f"Q-table: field {name}: duplicate vocabulary terms")
+        raise ValueError(f"field {name}: duplicate vocabulary terms")
     data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
     indices = _array(arrays, f"{name}.indices", np.int64)
     indptr = _array(arrays, f"{name}.indptr", np.int64)
@@ -205,10 +219,10 @@ def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[st
 def _array(arrays: dict[str, np.ndarray], key: str, dtype: type) -> np.ndarray:
     """``arrays[key]`` as a 1-d array of ``dtype``; ValueError if absent or not numeric."""
     if key not in arrays:
-        raise ValueError(f"Q-table: array {key!r} is missing")
+        raise ValueError(f"array {key!r} is missing")
     array = arrays[key]
     if array.ndim != 1 or array.dtype.kind not in "biuf":
-        raise ValueError(f"Q-table: array {key!r} is not a 1-d numeric array")
+        raise ValueError(f"array {key!r} is not a 1-d numeric array")
     return array.astype(dtype, copy=False)
 
 
@@ -225,4 +239,4 @@ def _check_csr(name: str, data: np.ndarray, indices: np.ndarray, indptr: np.ndar
         and bool(np.all(np.isfinite(data)))
     )
     if not valid:
-        raise ValueError(f"Q-table: field {name}: inconsistent sparse weight arrays")
+        raise ValueError(f"field {name}: inconsistent sparse weight arrays")

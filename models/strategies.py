@@ -255,9 +255,9 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
 
 
 def _build_opic(settings, model, qtable, base) -> Strategy:
-    from models.opic import DEFAULT_RELEVANCE_WEIGHT, CashSplit
+    from models.opic import CashSplit
 
-    weight = getattr(settings, "opic_relevance_weight", DEFAULT_RELEVANCE_WEIGHT)
+    weight = settings.opic_relevance_weight
     anchor_similarity = None if model is None else model.anchor_similarity
     return CashSplit(anchor_similarity, relevance_weight=weight, **base)
 

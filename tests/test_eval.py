@@ -108,6 +108,21 @@ def test_run_eval_rejects_bad_input(tmp_path: Path) -> None:
         run_eval(["phones"], ["bfs"], budget=10, out_dir=tmp_path, truth_file=truth)
 
 
+def test_a_failed_crawl_is_reported_not_raised(tmp_path: Path, caplog) -> None:
+    topic_dir = tmp_path / "bare"  # seeds only: no topic model, so "ata" cannot run
+    topic_dir.mkdir()
+    (topic_dir / "seeds.txt").write_text(A + "\n")
+    truth = tmp_path / "truth.jsonl"
+    truth.write_text(json.dumps({"url": A, "topic": "bare", "target": True}) + "\n")
+    with caplog.at_level(logging.ERROR, logger="jlse.eval"):
+        report = run_eval(["bare"], ["ata"], budget=5, out_dir=tmp_path / "out",
+                          checkpoints=(5,), truth_file=truth, topic_dirs={"bare": topic_dir})
+    [result] = report.results
+    assert result.fetched == 0 and result.reason.startswith("failed: strategy 'ata' needs")
+    assert "bare/ata failed" in caplog.text
+    assert "| ata (failed) | 0 | - | 0.000 |" in (tmp_path / "out" / "report.md").read_text()
+
+
 def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
     report = run_eval(["phones"], ["bfs", "best-first"], budget=150, out_dir=tmp_path,
                       checkpoints=(50, 100, 150, 2000))

@@ -75,6 +75,12 @@ def test_bytes_round_trip(qtable: QTable) -> None:
     assert_same_table(qtable, QTable.from_arrays(*qtable.to_arrays()))
 
 
+def test_numpy_numbers_in_meta_are_saved_as_plain_numbers(qtable: QTable) -> None:
+    table = QTable(qtable.version, qtable.index, qtable.q, qtable.created_at,
+                   {"iterations": np.int64(3), "gamma": np.float32(0.5)})
+    assert QTable.from_bytes(table.to_bytes()).meta == {"iterations": 3, "gamma": 0.5}
+
+
 def test_an_empty_graph_round_trips() -> None:
     empty = build_qtable(1, [], [], [], np.array([], int), np.array([], int), np.array([], bool))
     loaded = QTable.from_bytes(empty.to_bytes())
@@ -121,7 +127,7 @@ def test_load_never_unpickles_an_object_array(qtable: QTable, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "no header", "bad indices", "short q",
-                                    "npy"])
+                                    "npy", "bad k1", "bad weights", "bad vocabulary"])
 def test_damaged_archives_are_a_value_error(qtable: QTable, damage: str) -> None:
     arrays, header = qtable.to_arrays()
     good = qtable.to_bytes()
@@ -138,6 +144,12 @@ def test_damaged_archives_are_a_value_error(qtable: QTable, damage: str) -> None
             header = None
         elif damage == "bad indices":
             arrays["context.indices"] = arrays["context.indices"] + 1000
+        elif damage == "bad k1":
+            header["k1"] = "two"
+        elif damage == "bad weights":
+            header["weights"] = [0.5, 0.5]
+        elif damage == "bad vocabulary":
+            header["fields"]["anchor"]["vocabulary"] = header["fields"]["anchor"]["vocabulary"][:-1]
         else:
             arrays["q"] = arrays["q"][:-1]
         if header is None:
