@@ -1,7 +1,13 @@
 """The JLSE link evaluator and Q-learning on synthetic data, on one core.
 
 - evaluation: ``JLSEEvaluator.priorities`` of one page's out-links against a Q-table of
-  ``--vertices`` vertices (median and p95 CPU ms per page; target median < 10 ms);
+  ``--vertices`` vertices, median and p95 CPU ms per page (target median < 10 ms), with the
+  default (capped, approximate) link search and with the exact one;
+- the approximation: how often the capped search picks the exact search's best vertex
+  (agreement) and the mean relative score it loses, s_exact(v*) vs s(v chosen);
+- pages whose links repeat (site navigation): the same, with ``--repeat-share`` of each page's
+  links drawn from a fixed pool of 200 site links (the caches at work);
+- ``build_qtable``: CPU time, and peak memory allocated during a second build (tracemalloc);
 - ``q_learning`` on ``--graph-vertices`` vertices and twice as many edges (target < 5 s);
 - ``QTable.to_bytes`` / ``from_bytes`` time and size for the evaluation's Q-table.
 
@@ -10,8 +16,10 @@ host among 500 sites and three path words, contexts of 25-35 words; words come f
 vocabulary with Zipf frequencies (p(rank r) ~ 1/(r + offset)). ``--zipf-offset 0`` is plain Zipf,
 whose head terms are in nearly every context; the default 100 stands for the stop words the
 tokenizer removes (the head of real text). Links are drawn independently of the vertices, so
-they match them only by chance: the worst case for the index, whose cost is the number of
-postings of the query terms. Times are CPU time of this process (``time.process_time``).
+they match them only by chance: the worst case for the index (its cost is the number of postings
+of the query terms) and for the approximation (the best vertex wins by a hair). Every string of
+a page is new, so no cache helps: the worst case for the fixed costs too. Times are CPU time of
+this process (``time.process_time``).
 
     .venv/bin/python benchmarks/bench_jlse.py [--quick] [--vertices N] [--zipf-offset K]
 """
@@ -27,6 +35,8 @@ import json  # noqa: E402
 import string  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -36,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from models.anchor import AnchorSimilarity  # noqa: E402
 from models.jlse_evaluator import JLSEEvaluator  # noqa: E402
+from models.link_index import LinkIndex  # noqa: E402
 from models.qlearning import q_learning  # noqa: E402
 from models.qtable import QTable, build_qtable  # noqa: E402
 from models.tokenizer import tokenize  # noqa: E402
@@ -44,6 +55,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "jlse.json"
 VOCABULARY_SIZE = 20_000
 N_SITES = 500
 LEAF_SHARE = 0.05
+SITE_LINKS = 200
 
 
 def vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
@@ -79,6 +91,19 @@ def link_triples(rng: np.random.Generator, words: np.ndarray, n: int,
     return anchors, urls, contexts
 
 
+def site_pages(rng: np.random.Generator, words: np.ndarray, args: argparse.Namespace) -> list:
+    """Pages whose links are ``--repeat-share`` site links (one pool of 200) and new links."""
+    pool = link_triples(rng, words, SITE_LINKS, args.zipf_offset)
+    n_repeated = round(args.links * args.repeat_share)
+    pages = []
+    for _ in range(args.pages):
+        fresh = link_triples(rng, words, args.links - n_repeated, args.zipf_offset)
+        chosen = rng.choice(SITE_LINKS, n_repeated, replace=False)
+        pages.append(tuple([field[i] for i in chosen] + new
+                           for field, new in zip(pool, fresh, strict=True)))
+    return pages
+
+
 def link_graph(rng: np.random.Generator, n_vertices: int,
                n_edges: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A random recursive tree (parent of i drawn from 0..i-1) plus random extra edges."""
@@ -98,28 +123,68 @@ def anchor_model(rng: np.random.Generator, words: np.ndarray) -> AnchorSimilarit
     return AnchorSimilarity().fit(anchors, [1, 0] * 200)
 
 
-def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tuple[dict, QTable]:
-    words = vocabulary(rng, VOCABULARY_SIZE)
-    triples = link_triples(rng, words, args.vertices, args.zipf_offset)
-    src, dst, is_leaf = link_graph(rng, args.vertices, 2 * args.vertices)
-    started = time.process_time()
-    table = build_qtable(1, *triples, src, dst, is_leaf)
-    build_seconds = time.process_time() - started
-    evaluator = JLSEEvaluator(anchor_model(rng, words).similarities, lambda: table)
-    pages = [link_triples(rng, words, args.links, args.zipf_offset) for _ in range(args.pages)]
-    evaluator.priorities(0.9, *pages[0])  # warm the tokenizer and numpy
+def page_times(evaluator: JLSEEvaluator, pages: list) -> dict:
+    """Median and p95 CPU ms of ``priorities`` per page (after one warm-up page)."""
+    evaluator.priorities(0.9, *pages[0])
     times = []
-    for page in pages:
+    for page in pages[1:]:
         started = time.process_time()
         evaluator.priorities(0.9, *page)
         times.append(time.process_time() - started)
     ms = np.array(times) * 1000
-    return {
+    return {"median_ms": round(float(np.median(ms)), 2),
+            "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+
+
+def approximation(capped: LinkIndex, pages: list) -> dict:
+    """Agreement of the capped search's v* with the exact v*, and the score it loses."""
+    agree, losses = [], []
+    for page in pages:
+        exact_best, exact_score = capped.best_vertices(*page, exact=True)
+        best, score = capped.best_vertices(*page)
+        matched = exact_best >= 0
+        agree.append(best[matched] == exact_best[matched])
+        losses.append((exact_score[matched] - score[matched]) / exact_score[matched])
+    agree, losses = np.concatenate(agree), np.concatenate(losses)
+    return {"agreement": round(float(agree.mean()), 4), "links": int(agree.size),
+            "mean_score_loss": round(float(losses.mean()), 5),
+            "p99_score_loss": round(float(np.percentile(losses, 99)), 4)}
+
+
+def build_memory_mb(triples: tuple, graph: tuple) -> float:
+    """Peak memory allocated while building the Q-table (Python and numpy, by tracemalloc)."""
+    tracemalloc.start()
+    build_qtable(1, *triples, *graph)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return round(peak / 1e6, 1)
+
+
+def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tuple[dict, QTable]:
+    words = vocabulary(rng, VOCABULARY_SIZE)
+    triples = link_triples(rng, words, args.vertices, args.zipf_offset)
+    graph = link_graph(rng, args.vertices, 2 * args.vertices)
+    started = time.process_time()
+    table = build_qtable(1, *triples, *graph)
+    build_seconds = time.process_time() - started
+    exact_index = LinkIndex.from_fields(table.index.fields_, table.index.weights, max_postings=None)
+    exact_table = replace(table, index=exact_index)
+    anchors = anchor_model(rng, words).similarities
+    pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
+                           for _ in range(args.pages)] for _ in range(2))  # no cache shared
+    result = {
         "vertices": args.vertices, "links_per_page": args.links, "pages": args.pages,
-        "zipf_offset": args.zipf_offset, "build_qtable_s": round(build_seconds, 2),
-        "median_ms": round(float(np.median(ms)), 2),
-        "p95_ms": round(float(np.percentile(ms, 95)), 2),
-    }, table
+        "zipf_offset": args.zipf_offset, "max_postings": list(table.index.caps),
+        "rescore": table.index.rescore, "build_qtable_s": round(build_seconds, 2),
+        "capped": page_times(JLSEEvaluator(anchors, lambda: table), pages),
+        "exact": page_times(JLSEEvaluator(anchors, lambda: exact_table), exact_pages),
+        "approximation": approximation(table.index, pages[: args.agreement_pages]),
+        "repeat_share": args.repeat_share,
+        "repeated": page_times(JLSEEvaluator(anchors, lambda: table), site_pages(rng, words, args)),
+    }
+    if args.memory:
+        result["build_peak_mb"] = build_memory_mb(triples, graph)
+    return result, table
 
 
 def bench_serialisation(table: QTable) -> dict:
@@ -142,6 +207,22 @@ def bench_q_learning(args: argparse.Namespace, rng: np.random.Generator) -> dict
             "sweeps": sweeps, "reaching_a_leaf": round(float(np.mean(q > 0)), 3)}
 
 
+def report(evaluation: dict) -> None:
+    e = evaluation
+    approx = e["approximation"]
+    print(f"evaluation: {e['links_per_page']} links/page against {e['vertices']:,} vertices "
+          f"(zipf offset {e['zipf_offset']}), {e['pages']} pages, target median < 10 ms")
+    print(f"  capped search (max_postings {e['max_postings']}, rescore {e['rescore']}): "
+          f"median {e['capped']['median_ms']} ms, p95 {e['capped']['p95_ms']} ms")
+    print(f"  exact search: median {e['exact']['median_ms']} ms, p95 {e['exact']['p95_ms']} ms")
+    print(f"  capped v* = exact v* for {approx['agreement']:.1%} of {approx['links']:,} links; "
+          f"score lost: mean {approx['mean_score_loss']:.3%}, p99 {approx['p99_score_loss']:.2%}")
+    print(f"  pages with {e['repeat_share']:.0%} repeated site links (capped): median "
+          f"{e['repeated']['median_ms']} ms, p95 {e['repeated']['p95_ms']} ms")
+    memory = f", peak memory {e['build_peak_mb']} MB" if "build_peak_mb" in e else ""
+    print(f"build_qtable of {e['vertices']:,} vertices: {e['build_qtable_s']} s{memory}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10,000 vertices, 50 pages, 100,000-"
@@ -149,8 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vertices", type=int, default=100_000)
     parser.add_argument("--links", type=int, default=100, help="out-links per page")
     parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument("--agreement-pages", type=int, default=50,
+                        help="pages whose links are searched both ways for the agreement")
+    parser.add_argument("--repeat-share", type=float, default=0.5,
+                        help="share of repeated site links on the pages of the second run")
     parser.add_argument("--zipf-offset", type=int, default=100)
     parser.add_argument("--graph-vertices", type=int, default=1_000_000)
+    parser.add_argument("--no-memory", dest="memory", action="store_false",
+                        help="skip the second, traced build_qtable")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.quick:
@@ -158,10 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
 
     evaluation, table = bench_evaluation(args, rng)
-    print(f"evaluation: {evaluation['links_per_page']} links/page against {evaluation['vertices']:,} "
-          f"vertices (zipf offset {evaluation['zipf_offset']}): median {evaluation['median_ms']} ms, "
-          f"p95 {evaluation['p95_ms']} ms over {evaluation['pages']} pages "
-          f"(target median < 10 ms); build_qtable {evaluation['build_qtable_s']} s")
+    report(evaluation)
     serialisation = bench_serialisation(table)
     print(f"Q-table of {evaluation['vertices']:,} vertices: to_bytes {serialisation['to_bytes_ms']} ms, "
           f"from_bytes {serialisation['from_bytes_ms']} ms, {serialisation['size_mb']} MB")

@@ -113,10 +113,10 @@ class FieldBM25:
         token_rows, ids, tokens = self._look_up(queries)
         known = ids >= 0
         n_terms = max(len(self.vocabulary_), 1)
-        rows, columns = np.divmod(_distinct(token_rows[known] * n_terms + ids[known]), n_terms)
+        rows, columns = np.divmod(distinct(token_rows[known] * n_terms + ids[known]), n_terms)
         term_idf = self.idf_[columns]
-        unknown = np.flatnonzero(~known)
-        n_unknown = _count_distinct(token_rows[unknown], [tokens[i] for i in unknown.tolist()], n_queries)
+        unknown = np.flatnonzero(~known).tolist()
+        n_unknown = _count_distinct(token_rows[unknown], [tokens[i] for i in unknown], n_queries)
         unknown_idf = idf(self.n_docs_, np.zeros(1))[0]
         bounds = np.bincount(rows, weights=term_idf, minlength=n_queries)
         bounds = (bounds + unknown_idf * n_unknown) * (self.k1 + 1.0)
@@ -144,7 +144,8 @@ class FieldBM25:
         self.vocabulary_ = vocabulary
         self.n_docs_ = len(doc_index)
         self.avgdl_ = float(lengths @ copies) / self.n_docs_ if self.n_docs_ else 0.0
-        doc_freq = np.bincount(term_freq.indices, weights=np.repeat(copies, np.diff(term_freq.indptr)),
+        postings_per_doc = np.diff(term_freq.indptr)
+        doc_freq = np.bincount(term_freq.indices, weights=np.repeat(copies, postings_per_doc),
                                minlength=len(vocabulary))
         self.idf_ = idf(self.n_docs_, doc_freq)
         weights = self._weights(term_freq, lengths)
@@ -170,7 +171,7 @@ class FieldBM25:
 
 
 def _collect_term_ids(docs: Iterable[Sequence[str]],
-              vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+                      vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """The term ids of all documents' tokens, concatenated (growing ``vocabulary``), and the
     number of tokens of each document."""
     columns = array("i")  # 4 bytes a token, not a Python list of int objects
@@ -182,7 +183,7 @@ def _collect_term_ids(docs: Iterable[Sequence[str]],
             np.frombuffer(lengths, dtype=np.int64))
 
 
-def _distinct(keys: np.ndarray) -> np.ndarray:
+def distinct(keys: np.ndarray) -> np.ndarray:
     """The distinct values of ``keys``, ascending (``np.unique``, without its fixed costs)."""
     keys = np.sort(keys)
     return keys[np.concatenate(([True], keys[1:] != keys[:-1]))] if keys.size else keys
@@ -190,5 +191,5 @@ def _distinct(keys: np.ndarray) -> np.ndarray:
 
 def _count_distinct(rows: np.ndarray, tokens: list[str], n_rows: int) -> np.ndarray:
     """Number of distinct tokens in each row, given each token's row (few tokens: a set)."""
-    distinct = set(zip(rows.tolist(), tokens, strict=True))
-    return np.bincount([row for row, _ in distinct], minlength=n_rows).astype(np.float64)
+    pairs = set(zip(rows.tolist(), tokens, strict=True))
+    return np.bincount([row for row, _ in pairs], minlength=n_rows).astype(np.float64)

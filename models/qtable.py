@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from numpy.lib.npyio import NpzFile
 
 from models.bm25 import WEIGHT_DTYPE, FieldBM25
-from models.link_index import FIELDS, LinkIndex
+from models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE, FIELDS, LinkIndex
 from models.qlearning import q_learning
 
 logger = logging.getLogger(__name__)
@@ -78,6 +78,8 @@ class QTable:
             "k1": float(self.index.k1),
             "b": float(self.index.b),
             "weights": [float(w) for w in self.index.weights],
+            "max_postings": [None if cap is None else int(cap) for cap in self.index.caps],
+            "rescore": int(self.index.rescore),
             "fields": fields,
         }
         return arrays, header
@@ -98,7 +100,10 @@ class QTable:
         if n_vertices < 0:
             raise ValueError(f"n_vertices is {n_vertices}")
         fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
-        index = LinkIndex.from_fields(fields, header["weights"])
+        # Archives written before the capped search existed lack its parameters: defaults.
+        index = LinkIndex.from_fields(fields, header["weights"],
+                                      max_postings=header.get("max_postings", DEFAULT_MAX_POSTINGS),
+                                      rescore=header.get("rescore", DEFAULT_RESCORE))
         q = _array(arrays, "q", np.float64)
         if q.shape != (n_vertices,) or not np.all(np.isfinite(q)):
             raise ValueError(f"q has shape {q.shape} for {n_vertices} vertices or holds "
@@ -168,9 +173,15 @@ def build_qtable(version: int, anchors: Sequence[str], urls: Sequence[str],
                  contexts: Sequence[str], src: np.ndarray, dst: np.ndarray, is_leaf: np.ndarray,
                  *, k1: float = 2.0, b: float = 0.75,
                  weights: Sequence[float] = (0.5, 0.2, 0.3), gamma: float = 0.9,
-                 reward: float = 1.0) -> QTable:
-    """Fit the link index over G_w's vertex triples and learn Q(v) over its edges."""
-    index = LinkIndex(k1=k1, b=b, weights=tuple(weights)).fit(anchors, urls, contexts)
+                 reward: float = 1.0,
+                 max_postings: int | Sequence[int | None] | None = DEFAULT_MAX_POSTINGS,
+                 rescore: int = DEFAULT_RESCORE) -> QTable:
+    """Fit the link index over G_w's vertex triples and learn Q(v) over its edges.
+
+    ``max_postings`` and ``rescore`` are the link search's parameters (see
+    :class:`models.link_index.LinkIndex`); they travel with the table."""
+    index = LinkIndex(k1=k1, b=b, weights=tuple(weights), max_postings=max_postings,
+                      rescore=rescore).fit(anchors, urls, contexts)
     q, iterations = q_learning(index.n_vertices_, src, dst, is_leaf, gamma=gamma, reward=reward)
     meta = {
         "n_vertices": index.n_vertices_,

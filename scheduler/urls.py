@@ -13,9 +13,11 @@ import functools
 import ipaddress
 import logging
 import re
-from urllib.parse import parse_qsl, unquote, unquote_plus, urljoin, urlsplit
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 from w3lib.url import safe_url_string
+
+from models.link_index import url_tokens  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 
@@ -286,29 +288,4 @@ def _segment_pattern(segment: str) -> str:
     return _DIGITS.sub("9", segment)
 
 
-_WORD = re.compile(r"[^\W_]+")
-COMMON_URL_TOKENS = frozenset(
-    ("http", "https", "www", "com", "net", "org", "html", "htm", "shtml", "php", "asp", "aspx",
-     "jsp", "cgi", "index", "default")
-)
-
-
-def url_tokens(url: str) -> list[str]:
-    """Lower-case word tokens of the URL's host (without ``www`` and the TLD), path and query.
-    One-character numbers and common tokens (``html``, ``php``, ``com``, ...) are dropped."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-    except ValueError:
-        return []
-    labels = host.split(".")
-    if labels and labels[0] == "www":
-        labels = labels[1:]
-    if len(labels) > 1:
-        labels = labels[:-1]
-    text = " ".join((*labels, unquote(parts.path), unquote_plus(parts.query))).lower()
-    return [
-        token
-        for token in _WORD.findall(text)
-        if token not in COMMON_URL_TOKENS and not (token.isdigit() and len(token) < 2)
-    ]
+# url_tokens lives with the link index that uses it (models may not import scheduler).

@@ -65,6 +65,22 @@ def pg_store_url(pg_database_url: str) -> Iterator[str]:
         conn.close()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A crawl database URL on each backend: the contract suites run on both."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/crawl.db"
+    return request.getfixturevalue("pg_store_url")
+
+
+@pytest.fixture()
+def store(store_url):
+    from scheduler.store import open_store
+
+    with open_store(store_url) as opened:
+        yield opened
+
+
 @pytest.fixture(scope="session")
 def sandbox_web():
     """The default sandbox web (deterministic), built once per session."""

@@ -6,11 +6,20 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models import link_index
 from models.bm25 import FieldBM25
-from models.link_index import LinkIndex, url_tokens
+from models.link_index import (
+    TEXT_CHARS,
+    LinkIndex,
+    _url_parts,
+    _url_parts_by_urlsplit,
+    url_tokens,
+)
+from models.sparse_rows import top_per_row, top_postings
 
 # N = 3 documents of lengths 3, 2, 4: avgdl = 3, k1 = 2, b = 0.75.
 CORPUS = [["apple", "banana", "apple"], ["banana", "cherry"], ["cherry", "date", "egg", "fig"]]
@@ -174,3 +183,149 @@ def test_url_tokens_keep_host_path_and_query_words() -> None:
     assert url_tokens("http://www.phones.example.com/reviews/Battery_Life.html?id=42&q=x") == [
         "phones", "example", "reviews", "battery", "life", "id", "42", "q", "x"]
     assert url_tokens("http://[::1") == [] and url_tokens(None) == []  # type: ignore[arg-type]
+
+
+def test_fit_texts_tokenises_each_distinct_text_once_and_fits_like_fit() -> None:
+    texts = ["red apple", "green apple pie", "red apple", None, "pie pie pie", "red apple"]
+    calls: list[str] = []
+
+    def tokens(text: str) -> list[str]:
+        calls.append(text)
+        return text.split()
+
+    by_texts = FieldBM25().fit_texts(texts, tokens)
+    by_docs = FieldBM25().fit([t.split() if isinstance(t, str) else [] for t in texts])
+    assert sorted(calls) == sorted({"red apple", "green apple pie", "", "pie pie pie"})
+    assert by_texts.vocabulary_ == by_docs.vocabulary_
+    np.testing.assert_array_equal(by_texts.idf_, by_docs.idf_)
+    assert by_texts.avgdl_ == by_docs.avgdl_ and by_texts.n_docs_ == 6
+    assert (by_texts.doc_weights_ != by_docs.doc_weights_).nnz == 0
+
+
+# --- the capped (approximate) search ------------------------------------------------------
+
+def zipf_triples(seed: int, n: int, n_words: int = 400) -> tuple[list[str], list[str], list[str]]:
+    """Link triples of Zipf-distributed words: many vertices share the head terms."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}x" for i in range(n_words)])
+    p = 1.0 / np.arange(10, n_words + 10)
+    draw = lambda k: " ".join(rng.choice(words, k, p=p / p.sum()))  # noqa: E731
+    return ([draw(3) for _ in range(n)],
+            [f"http://site{rng.integers(20)}.test/{draw(1)}/{draw(1)}" for _ in range(n)],
+            [draw(12) for _ in range(n)])
+
+
+@pytest.fixture(scope="module")
+def zipf_index() -> LinkIndex:
+    return LinkIndex(max_postings=(64, 64, 4), rescore=4).fit(*zipf_triples(1, 1500))
+
+
+def test_exact_search_is_the_argmax_of_all_scores(zipf_index: LinkIndex) -> None:
+    links = zipf_triples(2, 60)
+    dense = zipf_index.scores(*links).toarray()
+    best, score = zipf_index.best_vertices(*links, exact=True)
+    np.testing.assert_array_equal(best, np.where(dense.max(axis=1) > 0, dense.argmax(axis=1), -1))
+    np.testing.assert_allclose(score, dense.max(axis=1), rtol=1e-6)
+    uncapped = LinkIndex.from_fields(zipf_index.fields_, zipf_index.weights, max_postings=None)
+    np.testing.assert_array_equal(uncapped.best_vertices(*links)[0], best)
+
+
+def test_capped_search_reports_the_exact_score_of_the_vertex_it_picks(zipf_index) -> None:
+    links = zipf_triples(3, 200)
+    dense = zipf_index.scores(*links).toarray()
+    best, score = zipf_index.best_vertices(*links)
+    assert np.all(best >= 0)
+    np.testing.assert_allclose(score, dense[np.arange(len(best)), best], rtol=1e-5)
+    exact_best, exact_score = zipf_index.best_vertices(*links, exact=True)
+    assert np.all(score <= exact_score * (1 + 1e-6))
+    # The caps bind (the commonest anchor term is in 121 anchors, a context term in up to 410
+    # contexts), yet the re-ranked candidates usually hold the best vertex, and when they do
+    # not, the vertex picked scores nearly as well.
+    assert 0.8 <= np.mean(best == exact_best) < 1.0
+    assert np.mean((exact_score - score) / exact_score) < 0.02
+
+
+def test_a_cap_can_hide_the_best_vertex_and_exact_finds_it() -> None:
+    # Contexts of equal length: every posting weighs the same, and a cap of one posting per term
+    # keeps the lowest vertex of each: 0 for "zebra", 1 for "lion". Vertex 2 has both words.
+    contexts = ["zebra f1x f2x", "lion f3x f4x", "zebra lion f5x"]
+    index = LinkIndex(max_postings=1, rescore=2).fit(["a0", "a1", "a2"], [""] * 3, contexts)
+    link = (["nothing"], [""], ["zebra lion"])
+    assert index.best_vertices(*link, exact=True)[0].tolist() == [2]
+    assert index.best_vertices(*link)[0].tolist() == [0]
+
+
+def test_re_ranking_adds_what_the_capped_postings_left_out() -> None:
+    # Vertices 0 and 1 match the anchor equally; only 1 also has the context word, but the capped
+    # postings of "tiger" keep vertex 2 (the shorter context) alone. Re-ranking finds vertex 1.
+    index = LinkIndex(max_postings=(None, None, 1), rescore=1).fit(
+        ["cat", "cat", "dog"], ["", "", ""], ["f1x f2x", "tiger f3x", "tiger"])
+    tiger = index.offsets_[2] + index.fields_[2].vocabulary_["tiger"]
+    assert index.postings_[tiger].indices.tolist() == [2]
+    best, score = index.best_vertices(["cat"], [""], ["tiger"])
+    assert best.tolist() == [1]
+    assert score[0] == pytest.approx(index.scores(["cat"], [""], ["tiger"])[0, 1], rel=1e-6)
+
+
+def test_answers_are_remembered_and_unhashable_input_is_still_searched(zipf_index) -> None:
+    links = zipf_triples(4, 5)
+    first = zipf_index.best_vertices(*links)
+    again = zipf_index.best_vertices(*links)
+    np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[1], again[1])
+    assert all(link in zipf_index._answers for link in zip(*links, strict=True))
+    odd = zipf_index.best_vertices([["not", "a", "string"]], [links[1][0]], [links[2][0]])
+    assert odd[0].shape == (1,)
+
+
+@pytest.mark.parametrize("max_postings, rescore", [(0, 4), ((4, 4), 4), ("10", 4), (8, 0), (2.5, 4),
+                                                    ((8, None, -1), 4)])
+def test_impossible_search_parameters_are_refused(max_postings, rescore) -> None:
+    with pytest.raises(ValueError, match="max_postings|rescore"):
+        LinkIndex(max_postings=max_postings, rescore=rescore).fit(*VERTICES)
+
+
+def test_texts_are_cut_to_the_same_length_for_vertices_and_links() -> None:
+    long_context = "filler " * 60 + "needle"  # "needle" starts after TEXT_CHARS characters
+    assert len(long_context) > TEXT_CHARS + 6
+    index = LinkIndex().fit(["x"], ["http://a.test/"], [long_context])
+    assert "needle" not in index.fields_[2].vocabulary_
+    assert index.best_vertices(["y"], ["http://b.test/"], ["needle"])[0].tolist() == [-1]
+
+
+def test_top_postings_keeps_the_largest_weights_and_the_lowest_vertices_among_ties() -> None:
+    postings = sp.csr_matrix(np.array([[0.5, 0.9, 0.5, 0.5, 0.1],
+                                       [0.0, 0.2, 0.0, 0.0, 0.0],
+                                       [0.3, 0.3, 0.3, 0.3, 0.3]], dtype=np.float32))
+    capped = top_postings(postings, 2).toarray()
+    expected = [[0.5, 0.9, 0, 0, 0], [0, 0.2, 0, 0, 0], [0.3, 0.3, 0, 0, 0]]
+    np.testing.assert_array_equal(capped, np.array(expected, dtype=np.float32))
+    assert top_postings(postings, None) is postings
+
+
+def test_top_per_row_keeps_the_k_best_ties_included() -> None:
+    scores = sp.csr_matrix(np.array([[0.1, 0.5, 0.4, 0.5], [0.0, 0.0, 0.0, 0.0],
+                                     [0.3, 0.0, 0.01, 0.2]]))
+    rows, columns = top_per_row(scores, 2)
+    assert list(zip(rows.tolist(), columns.tolist(), strict=True)) == [(0, 1), (0, 3), (2, 0),
+                                                                       (2, 3)]
+    rows, columns = top_per_row(scores, 3, min_ratio=0.5)  # 0.01 < half of 0.3: left out
+    assert list(zip(rows.tolist(), columns.tolist(), strict=True)) == [(0, 1), (0, 2), (0, 3),
+                                                                       (2, 0), (2, 3)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZ09:/?#@[]%.-_+~ &=\t中é")), max_size=30),
+       st.sampled_from(["", "http://", "https://", "HTTP://", "a+b://", "1x://", "//"]))
+def test_the_fast_url_split_agrees_with_urlsplit(tail: str, scheme: str) -> None:
+    url = scheme + tail
+    assert _url_parts(url) == _url_parts_by_urlsplit(url)
+
+
+def test_many_links_are_searched_in_batches_with_the_same_answers(monkeypatch) -> None:
+    vertices, links = zipf_triples(5, 300), zipf_triples(6, 10)
+    whole = LinkIndex().fit(*vertices).best_vertices(*links)
+    monkeypatch.setattr(link_index, "SEARCH_BATCH", 3)
+    batched = LinkIndex().fit(*vertices).best_vertices(*links)
+    np.testing.assert_array_equal(whole[0], batched[0])
+    np.testing.assert_allclose(whole[1], batched[1])

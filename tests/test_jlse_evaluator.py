@@ -12,6 +12,7 @@ import pytest
 
 from models.anchor import AnchorSimilarity
 from models.jlse_evaluator import JLSEEvaluator
+from models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE
 from models.qtable import FORMAT_VERSION, HEADER_KEY, QTable, build_qtable
 
 # G_w: seed 0 -> list page 1 -> detail page 2 (a result); seed 0 -> 3 (a dead end).
@@ -81,6 +82,21 @@ def test_numpy_numbers_in_meta_are_saved_as_plain_numbers(qtable: QTable) -> Non
     assert QTable.from_bytes(table.to_bytes()).meta == {"iterations": 3, "gamma": 0.5}
 
 
+def test_the_search_parameters_travel_with_the_table() -> None:
+    table = build_qtable(1, ANCHORS, URLS, CONTEXTS, SRC, DST, IS_LEAF, max_postings=(3, None, 2),
+                         rescore=5)
+    loaded = QTable.from_bytes(table.to_bytes())
+    assert loaded.index.caps == (3, None, 2) and loaded.index.rescore == 5
+    np.testing.assert_array_equal(loaded.predicted(*LINKS), table.predicted(*LINKS))
+
+
+def test_an_archive_without_search_parameters_gets_the_defaults(qtable: QTable) -> None:
+    arrays, header = qtable.to_arrays()
+    del header["max_postings"], header["rescore"]
+    loaded = QTable.from_arrays(arrays, header)
+    assert loaded.index.caps == DEFAULT_MAX_POSTINGS and loaded.index.rescore == DEFAULT_RESCORE
+
+
 def test_an_empty_graph_round_trips() -> None:
     empty = build_qtable(1, [], [], [], np.array([], int), np.array([], int), np.array([], bool))
     loaded = QTable.from_bytes(empty.to_bytes())
@@ -127,7 +143,8 @@ def test_load_never_unpickles_an_object_array(qtable: QTable, tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "no header", "bad indices", "short q",
-                                    "npy", "bad k1", "bad weights", "bad vocabulary"])
+                                    "npy", "bad k1", "bad weights", "bad vocabulary",
+                                    "bad max_postings", "bad rescore"])
 def test_damaged_archives_are_a_value_error(qtable: QTable, damage: str) -> None:
     arrays, header = qtable.to_arrays()
     good = qtable.to_bytes()
@@ -148,6 +165,10 @@ def test_damaged_archives_are_a_value_error(qtable: QTable, damage: str) -> None
             header["k1"] = "two"
         elif damage == "bad weights":
             header["weights"] = [0.5, 0.5]
+        elif damage == "bad max_postings":
+            header["max_postings"] = [10, "many", 2]
+        elif damage == "bad rescore":
+            header["rescore"] = 0
         elif damage == "bad vocabulary":
             header["fields"]["anchor"]["vocabulary"] = header["fields"]["anchor"]["vocabulary"][:-1]
         else:

@@ -17,23 +17,9 @@ from learner.graph import build_link_graph
 from learner.learner import Learner
 from models.qtable import QTable
 from scheduler.records import FetchRecord, NewLink, Outcome
-from scheduler.store import open_store
 from scheduler.store.base import LearningGraphRows
 
 GAMMA = 0.9
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/crawl.db"
-    return request.getfixturevalue("pg_store_url")
-
-
-@pytest.fixture()
-def store(store_url):
-    with open_store(store_url) as opened:
-        yield opened
 
 
 class Crawl:

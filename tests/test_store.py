@@ -13,19 +13,6 @@ from scheduler.store import StoreError, open_store
 from scheduler.store.sql import MAX_URL_BYTES
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/crawl.db"
-    return request.getfixturevalue("pg_store_url")
-
-
-@pytest.fixture()
-def store(store_url):
-    with open_store(store_url) as opened:
-        yield opened
-
-
 def new(url: str, parent_id: int | None = None, priority: float = 1.0, **kwargs) -> NewLink:
     return NewLink(url=url, parent_id=parent_id, depth=0 if parent_id is None else 1,
                    priority=priority, **kwargs)
