@@ -122,7 +122,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from jlse.demo import run_demo
 
-    return run_demo(args.topic, args.max_pages, Path(args.workdir))
+    return run_demo(args.topic, args.max_pages, Path(args.workdir), args.strategy)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
     demo.add_argument("--topic", default="phones")
     demo.add_argument("--max-pages", type=int, default=500)
+    demo.add_argument("--strategy", choices=STRATEGIES, default="jlse")
     demo.add_argument("--workdir", default="runs/demo")
     demo.set_defaults(func=cmd_demo)
     return parser

@@ -22,7 +22,7 @@ DEMO_SETTINGS = {
 }
 
 
-def run_demo(topic: str, max_pages: int, workdir: Path) -> int:
+def run_demo(topic: str, max_pages: int, workdir: Path, strategy: str = "jlse") -> int:
     web = build_web()
     if topic not in web.topics:
         raise ValueError(f"unknown demo topic {topic!r}; choose from {', '.join(web.topics)}")
@@ -31,7 +31,8 @@ def run_demo(topic: str, max_pages: int, workdir: Path) -> int:
     with SandboxServer(web) as server:
         print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages, proxy {server.proxy_url}")
         print(f"topic directory: {topic_dir}  (seeds, samples, topic.toml)")
-        overrides = dict(DEMO_SETTINGS, proxy=server.proxy_url, max_pages=max_pages)
+        overrides = dict(DEMO_SETTINGS, proxy=server.proxy_url, max_pages=max_pages,
+                         strategy=strategy)
         summary = run_crawl(topic_dir, overrides, workdir=workdir / "crawl")
     print(summary.render())
     print(ground_truth_line(web, topic, summary.store_url))
