@@ -1,4 +1,4 @@
-"""The ``jlse`` command: crawl, export, sandbox, demo."""
+"""The ``jlse`` command: crawl, export, train, eval, sandbox, demo."""
 
 from __future__ import annotations
 
