@@ -1,0 +1,254 @@
+"""Versioned Q-tables in Redis: the learner worker publishes, the fetch workers' evaluators read.
+
+Keys (all under the prefix P, default ``jlse:qtable:``):
+
+==================  ======  ==================================================================
+P + "v" + N         string  Q-table version N: ``QTable.to_bytes()``, an ``.npz`` of raw numeric
+                            arrays plus a UTF-8 JSON header (a ``uint8`` array)
+P + "current"       string  the newest published version, as decimal text; absent = none yet
+P + "versions"      zset    every version whose blob is stored (member and score = N)
+P + "next"          string  counter behind ``next_version`` (INCR: unique across learners)
+==================  ======  ==================================================================
+
+Why not pickle: a fetch worker loads whatever sits in Redis, and anyone who can write to that
+Redis could otherwise run code on every worker. The blob is read with
+``numpy.load(allow_pickle=False)`` and every array is checked against its header
+(``models.qtable``), so a forged or damaged blob is a ValueError, never code execution.
+
+Publishing is one Lua script (atomic), in this order: write the blob, add N to ``versions``,
+move ``current`` to N only if N is newer than it (a late, older publication never goes back in
+time), then garbage-collect. Since the blob exists before ``current`` names it, a reader (GET
+``current``, then GET the blob) never finds the pointer ahead of a complete table.
+
+GC policy: ``versions`` keeps the newest ``keep_versions`` by number; older blobs are deleted
+in the same script. ``current`` is the newest, so it is never collected. A late publication
+older than ``current`` is stored if it ranks among the newest ``keep_versions`` (and never
+becomes current), else deleted at once. A reader that read ``current`` just before
+``keep_versions`` newer publications may find the blob gone: ``load`` gives None and
+``RedisQTableSource`` tries again at its next check.
+
+The scripts build blob key names from the prefix, so use one Redis instance (not Redis Cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from learner.background import QTableHolder
+from models.qtable import QTable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREFIX = "jlse:qtable:"
+KEEP_VERSIONS = 3
+
+# ARGV: prefix, version, blob, keep_versions. Returns the current version after the call.
+_PUBLISH = r"""
+local P, version, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local CURRENT, VERSIONS = P .. 'current', P .. 'versions'
+redis.call('SET', P .. 'v' .. ARGV[2], ARGV[3])
+redis.call('ZADD', VERSIONS, version, ARGV[2])
+local current = tonumber(redis.call('GET', CURRENT) or '0')
+if version > current then
+  redis.call('SET', CURRENT, ARGV[2])
+  current = version
+end
+local old = redis.call('ZRANGE', VERSIONS, 0, -(keep + 1))
+for _, member in ipairs(old) do
+  if tonumber(member) ~= current then
+    redis.call('UNLINK', P .. 'v' .. member)
+    redis.call('ZREM', VERSIONS, member)
+  end
+end
+return current
+"""
+
+# ARGV: prefix. A counter that also never hands out a version at or below ``current`` (say,
+# after tables were published with versions chosen elsewhere).
+_NEXT_VERSION = r"""
+local P = ARGV[1]
+local n = redis.call('INCR', P .. 'next')
+local current = tonumber(redis.call('GET', P .. 'current') or '0')
+if n <= current then
+  n = current + 1
+  redis.call('SET', P .. 'next', n)
+end
+return n
+"""
+
+
+class RedisQTableStore:
+    """Publishes, lists and loads versioned Q-tables under one key prefix (layout above).
+
+    Redis errors (``redis.RedisError``) are raised to the caller; a blob that is not a valid
+    Q-table is a ValueError.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX,
+                 keep_versions: int = KEEP_VERSIONS) -> None:
+        if client.get_connection_kwargs().get("decode_responses"):
+            raise ValueError("RedisQTableStore needs a client without decode_responses "
+                             "(Q-tables are binary)")
+        if keep_versions < 1:
+            raise ValueError(f"keep_versions must be at least 1, not {keep_versions}")
+        self.client = client
+        self.prefix = prefix
+        self.keep_versions = keep_versions
+        self.current_key = prefix + "current"
+        self.versions_key = prefix + "versions"
+        self._publish = client.register_script(_PUBLISH)
+        self._next_version = client.register_script(_NEXT_VERSION)
+
+    def blob_key(self, version: int) -> str:
+        return f"{self.prefix}v{int(version)}"
+
+    def next_version(self) -> int:
+        """A version number no other caller of this prefix ever gets (atomic)."""
+        return int(self._next_version(args=[self.prefix]))
+
+    def publish(self, table: QTable) -> int:
+        """Store ``table`` as its version, make it current if newest, GC; the current version."""
+        version = int(table.version)
+        if version < 1:
+            raise ValueError(f"Q-table version must be at least 1, not {version}")
+        blob = table.to_bytes()
+        current = self._publish(args=[self.prefix, version, blob, self.keep_versions])
+        log.info("published Q-table v%d (%d bytes) under %s; current is v%d",
+                 version, len(blob), self.prefix, int(current))
+        return int(current)
+
+    def current_version(self) -> int:
+        """The current version, 0 when none was published."""
+        value = self.client.get(self.current_key)
+        return int(value) if value is not None else 0
+
+    def versions(self) -> list[int]:
+        """The stored versions, oldest first."""
+        return [int(member) for member in self.client.zrange(self.versions_key, 0, -1)]
+
+    def load(self, version: int | None = None) -> QTable | None:
+        """Version ``version`` (default: the current one); None if it is not stored.
+
+        ValueError if the blob is not a valid Q-table of that version (never unpickled)."""
+        if version is None:
+            version = self.current_version()
+            if version == 0:
+                return None
+        key = self.blob_key(version)
+        blob = self.client.get(key)
+        if blob is None:
+            return None
+        try:
+            table = QTable.from_bytes(blob)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+        if table.version != version:
+            raise ValueError(f"{key}: holds Q-table version {table.version}")
+        return table
+
+    def clear(self) -> int:
+        """Delete every key under the prefix (counter included); how many."""
+        pattern = _glob_escape(self.prefix) + "*"
+        keys = list(self.client.scan_iter(match=pattern, count=1000))
+        deleted = 0
+        for start in range(0, len(keys), 1000):
+            deleted += self.client.unlink(*keys[start:start + 1000])
+        return deleted
+
+
+class RedisQTableSource:
+    """The newest published Q-table, as a callable for ``JLSEEvaluator(qtable=...)``.
+
+    At most every ``check_every`` seconds one caller reads ``current`` (one GET); on a new
+    version that caller loads it and swaps it into ``holder``. The other threads never wait:
+    they get the table in the holder. Failures (Redis down, a corrupt blob, a blob collected
+    meanwhile) are logged and the previous table keeps serving; nothing is raised.
+    """
+
+    def __init__(self, store: RedisQTableStore, holder: QTableHolder | None = None,
+                 check_every: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.holder = holder if holder is not None else QTableHolder()
+        self.check_every = check_every
+        self.clock = clock
+        self.last_error: str | None = None
+        self._next_check = float("-inf")
+        self._reload_lock = threading.Lock()
+        self._bad_version = 0  # a version whose blob failed to load: not retried
+        self._failing = False  # inside a run of Redis failures (warn once per run)
+
+    def __call__(self) -> QTable | None:
+        if self.clock() >= self._next_check and self._reload_lock.acquire(blocking=False):
+            try:
+                if self.clock() >= self._next_check:  # another thread may just have checked
+                    self._refresh()
+            finally:
+                self._reload_lock.release()
+        return self.holder.get()
+
+    @property
+    def version(self) -> int:
+        """Version of the table being served, 0 when none."""
+        return self.holder.version
+
+    def refresh(self) -> bool:
+        """Check ``current`` now (waiting for a check in progress) and switch to it if it
+        changed; True if switched. Never raises."""
+        with self._reload_lock:
+            return self._refresh()
+
+    def _refresh(self) -> bool:
+        self._next_check = self.clock() + self.check_every
+        try:
+            return self._switch_to_current()
+        except redis.RedisError as exc:
+            self._note_redis_failure(exc)
+        except Exception as exc:  # noqa: BLE001 - the crawl goes on with the previous table
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("Q-table source: refresh failed; still serving v%d", self.version,
+                        exc_info=True)
+        return False
+
+    def _switch_to_current(self) -> bool:
+        version = self.store.current_version()
+        self._note_redis_ok()
+        if version in (0, self.version, self._bad_version):
+            return False  # none published yet (or Redis lost it: keep what we have)
+        try:
+            table = self.store.load(version)
+        except ValueError as exc:
+            self._bad_version = version
+            self.last_error = str(exc)
+            log.warning("Q-table source: v%d is not a valid Q-table (%s); still serving v%d",
+                        version, exc, self.version)
+            return False
+        if table is None:
+            log.info("Q-table source: v%d vanished before it was read (collected); "
+                     "retrying at the next check", version)
+            return False
+        self.holder.set(table)
+        log.info("Q-table source: switched to v%d", version)
+        return True
+
+    def _note_redis_failure(self, exc: redis.RedisError) -> None:
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        if self._failing:
+            log.debug("Q-table source: Redis still failing: %s", exc)
+            return
+        self._failing = True
+        log.warning("Q-table source: cannot read Q-tables from Redis (%s); still serving v%d",
+                    exc, self.version)
+
+    def _note_redis_ok(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("Q-table source: Redis reachable again")
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

@@ -1,0 +1,316 @@
+"""The distributed frontier: one priority queue in Redis shared by every machine.
+
+Mercator-style layout: a queue per host plus two host indexes, so a pop never scans the hosts.
+
+- Global priority order: ``ready`` is a sorted set of the hosts that may be contacted now, each
+  scored by the priority of its best queued URL; a pop takes its top host and that host's best
+  URL. Ties (equal priority) go in discovery order, across hosts too (see ``redis_scripts``).
+- Politeness across all machines: a popped host leaves ``ready`` and is ``busy`` (one request in
+  flight per host) until its lease ends; then it sleeps in ``sleep`` (scored by ready time) for
+  ``max(delay, default_delay)`` and every pop promotes the sleepers whose time has come. A hot
+  host therefore holds at most one worker; the others take the next ready hosts.
+- Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
+  lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
+  loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable).
+- Bounded: beyond ``max_size`` queued URLs the lowest priority one is evicted (``worst`` indexes
+  every host by its lowest URL); it stays ``queued`` in the crawl database.
+- Every multi-step update is one Lua script (atomic). "now" comes from the caller's clock.
+- PostgreSQL is the source of truth: ``rebuild(store)`` refills the frontier and the dedup set
+  from the LinkTable after Redis lost its data (hosts then start ready; leases are dropped).
+
+Dedup (``add_new``): 64-bit fingerprints (blake2b, 8 bytes) of canonical URLs, sharded by their
+top 14 bits into 16,384 sets that hold the remaining 50 bits as integers, so Redis keeps each
+set as an *intset* (8 bytes per URL) while it has at most ``set-max-intset-entries`` (512)
+members: up to about 6 million URLs at full compactness (raise that setting for more). Two URLs
+collide with probability about n^2 / 2^65 (3e-8 at 1 million URLs, 3e-6 at 10 million); a
+collision makes the second URL look already seen. A Bloom filter of similar size would drop
+*unseen* URLs at its false-positive rate (typically 1e-2..1e-3, i.e. thousands of URLs per
+million), silently and with no way to find them again; exact fingerprints bound the loss to
+the collision probability above. ``push``/``push_many`` neither read nor write the seen sets
+(they queue what the caller knows to queue); ``mark_seen`` and ``rebuild`` only fill them.
+
+Keys (all under the prefix P; nothing pickled - payloads are compact ``CrawlTask`` JSON;
+pfx = 6 bytes of discovery order, fingerprint = 8 bytes):
+
+==================  ======  =================================================================
+P + "q:" + host     zset    the host's queued URLs: member pfx+fingerprint, score = priority
+P + "task"          hash    fingerprint -> pfx + task JSON, for every queued URL (its HLEN is
+                            ``len``)
+P + "ready"         zset    idle hosts with URLs: member pfx+host, score = best priority
+P + "worst"         zset    every host with URLs: member pfx+host, score = lowest priority
+P + "sleep"         zset    host -> time it may be contacted again (not busy, waiting)
+P + "busy"          set     hosts with a request in flight
+P + "lease"         hash    fingerprint -> "token TAB host TAB priority TAB pfx+JSON"
+P + "deadline"      zset    fingerprint -> lease deadline (unix time)
+P + "seq"           string  counter: discovery order of URLs and lease tokens
+P + "evicted"       string  URLs evicted because the frontier was full
+P + "seen:" + n     set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
+P + "seen_count"    string  number of fingerprints in the seen sets
+==================  ======  =================================================================
+
+Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
+a full Redis then refuses writes with an OOM error, which is raised to the caller. The scripts
+build per-host key names from the prefix, so use one Redis instance (not Redis Cluster).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import redis
+
+from scheduler import redis_scripts
+from scheduler.frontier import Frontier, HostReady
+from scheduler.records import CrawlTask, LinkStatus
+from scheduler.store.base import CrawlStore
+from scheduler.urls import host_of
+
+log = logging.getLogger(__name__)
+
+SEEN_SHARD_BITS = 14
+_SEEN_VALUE_BITS = 64 - SEEN_SHARD_BITS
+_SEEN_VALUE_MASK = (1 << _SEEN_VALUE_BITS) - 1
+SCRIPT_BATCH = 1000  # URLs per script call: keeps each call short (Redis runs one at a time)
+REAP_BATCH = 500
+_DEFAULTS = {f.name: f.default for f in fields(CrawlTask) if f.name not in ("url", "url_id")}
+
+
+@dataclass
+class LeasedTask(CrawlTask):
+    """A popped task with its lease token, so a late ack cannot end a newer lease of the URL.
+
+    The token travels in ``to_dict``; a plain ``CrawlTask`` (no token) acks any lease of its URL.
+    """
+
+    lease: str = ""
+
+
+def fingerprint(url: str) -> bytes:
+    """The 64-bit fingerprint of a canonical URL."""
+    return hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def seen_slot(fp: bytes) -> tuple[str, str]:
+    """(shard, value) of a fingerprint in the seen sets."""
+    number = int.from_bytes(fp, "big")
+    return str(number >> _SEEN_VALUE_BITS), str(number & _SEEN_VALUE_MASK)
+
+
+def task_json(task: CrawlTask) -> bytes:
+    """Compact JSON of a task: fields at their default value are left out."""
+    data = {"url": task.url, "url_id": task.url_id}
+    for name, default in _DEFAULTS.items():
+        value = getattr(task, name)
+        if value != default:
+            data[name] = value
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisFrontier(Frontier):
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "jlse:frontier:",
+        *,
+        max_size: int = 1_000_000,
+        lease_seconds: float = 300.0,
+        default_delay: float = 0.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.max_size = max_size
+        self.lease_seconds = lease_seconds
+        self.default_delay = default_delay
+        self._clock = clock
+        self._push = client.register_script(redis_scripts.PUSH)
+        self._mark_seen = client.register_script(redis_scripts.MARK_SEEN)
+        self._pop = client.register_script(redis_scripts.POP)
+        self._finish = client.register_script(redis_scripts.FINISH)
+        self._reap = client.register_script(redis_scripts.REAP)
+        self._next_ready = client.register_script(redis_scripts.NEXT_READY)
+        _warn_unless_noeviction(client)
+
+    # -- adding URLs -----------------------------------------------------------------------
+
+    def push(self, task: CrawlTask) -> bool:
+        return self.push_many([task])[0]
+
+    def push_many(self, tasks: Sequence[CrawlTask]) -> list[bool]:
+        """Push each task (``push`` semantics), in one round trip."""
+        return self._run_push(tasks, dedup=False)
+
+    def add_new(self, tasks: Sequence[CrawlTask]) -> list[bool]:
+        """Queue the tasks whose URL fingerprint was never seen; True per task added or raised.
+
+        A URL seen before is not queued again, but if it is still queued a higher priority is
+        kept. One round trip."""
+        return self._run_push(tasks, dedup=True)
+
+    def _run_push(self, tasks: Sequence[CrawlTask], dedup: bool) -> list[bool]:
+        if not tasks:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for start in range(0, len(tasks), SCRIPT_BATCH):
+            args: list[Any] = [self.prefix, self.max_size, "1" if dedup else "0"]
+            for task in tasks[start:start + SCRIPT_BATCH]:
+                args.extend(_push_args(task, dedup))
+            self._push(args=args, client=pipe)
+        return [bool(flag) for batch in pipe.execute() for flag in batch]
+
+    def mark_seen(self, urls: Iterable[str]) -> int:
+        """Add URLs' fingerprints to the seen sets without queueing them; how many were new."""
+        args: list[str] = [self.prefix]
+        for url in urls:
+            args.extend(seen_slot(fingerprint(url)))
+        return int(self._mark_seen(args=args)) if len(args) > 1 else 0
+
+    # -- leased pops -----------------------------------------------------------------------
+
+    def pop(self, host_ready: HostReady | None = None,
+            min_priority: float | None = None) -> LeasedTask | None:
+        """The best URL of the best ready host, leased; None if no host is ready now.
+
+        ``host_ready`` is ignored: politeness lives in Redis. ``min_priority`` is not applied
+        yet (``best_priority`` is unknown here, so the embedded loop's low-priority slots do not
+        apply to this frontier)."""
+        found = self._pop(args=[self.prefix, repr(self._clock()), repr(self.lease_seconds)])
+        if not found:
+            return None
+        body, token = found
+        task = LeasedTask.from_dict(json.loads(body))
+        task.lease = _text(token)
+        return task
+
+    def ack(self, task: CrawlTask, delay: float | None = None) -> bool:
+        """End the task's lease; its host is ready again after ``max(delay, default_delay)``.
+
+        False if the lease was already gone (reaped): the caller should log it."""
+        wait = max(delay or 0.0, self.default_delay)
+        return self._end_lease(task, wait, requeue=False)
+
+    def release(self, task: CrawlTask, retry_after: float = 0.0) -> bool:
+        """End the lease and queue the URL again; its host is ready after ``retry_after``."""
+        return self._end_lease(task, max(retry_after, 0.0), requeue=True)
+
+    def _end_lease(self, task: CrawlTask, wait: float, requeue: bool) -> bool:
+        args = [self.prefix, repr(self._clock()), fingerprint(task.url),
+                getattr(task, "lease", ""), repr(float(wait)), "1" if requeue else "0",
+                self.max_size]
+        return bool(self._finish(args=args))
+
+    def reap(self) -> int:
+        """Return every expired lease to its host queue (host freed); how many."""
+        returned = 0
+        while True:
+            args = [self.prefix, repr(self._clock()), repr(self.default_delay), self.max_size,
+                    REAP_BATCH]
+            count = int(self._reap(args=args))
+            returned += count
+            if count < REAP_BATCH:
+                return returned
+
+    # -- sizes -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """URLs queued (not in flight)."""
+        return int(self.client.hlen(self.prefix + "task"))
+
+    def in_flight(self) -> int:
+        return int(self.client.hlen(self.prefix + "lease"))
+
+    def hosts(self) -> int:
+        """Hosts with queued URLs."""
+        return int(self.client.zcard(self.prefix + "worst"))
+
+    def next_ready_in(self) -> float | None:
+        """Seconds until some host may be contacted (0 if one may now), None if no host waits.
+
+        May be early: a sleeping host whose queue has emptied still counts."""
+        answer = self._next_ready(args=[self.prefix, repr(self._clock())])
+        return None if answer is None else float(_text(answer))
+
+    def stats(self) -> dict[str, int]:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hlen(self.prefix + "task")
+        pipe.hlen(self.prefix + "lease")
+        pipe.zcard(self.prefix + "worst")
+        pipe.get(self.prefix + "evicted")
+        pipe.get(self.prefix + "seen_count")
+        queued, in_flight, hosts, evicted, seen = pipe.execute()
+        return {"queued": int(queued), "in_flight": int(in_flight), "hosts": int(hosts),
+                "evicted": int(evicted or 0), "seen": int(seen or 0)}
+
+    # -- recovery --------------------------------------------------------------------------
+
+    def rebuild(self, store: CrawlStore, batch: int = 5000) -> int:
+        """Refill the frontier from the crawl database (the source of truth); the queued count.
+
+        Drops every frontier key first (leases too: their URLs are still ``queued`` in the
+        database, so they come back). Every known URL's fingerprint is marked seen again."""
+        self.clear()
+        tasks: list[CrawlTask] = []
+        for link in store.iter_links(LinkStatus.QUEUED, batch=batch):
+            tasks.append(link.to_task())
+            if len(tasks) >= batch:
+                self.push_many(tasks)
+                tasks = []
+        self.push_many(tasks)
+        urls: list[str] = []
+        for url in store.iter_urls():
+            urls.append(url)
+            if len(urls) >= batch:
+                self.mark_seen(urls)
+                urls = []
+        self.mark_seen(urls)
+        return len(self)
+
+    def clear(self) -> int:
+        """Delete every key under the prefix (SCAN + UNLINK in batches); how many."""
+        deleted = 0
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=_glob_escape(self.prefix) + "*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += self.client.unlink(*batch)
+                batch = []
+        if batch:
+            deleted += self.client.unlink(*batch)
+        return deleted
+
+
+def _push_args(task: CrawlTask, dedup: bool) -> list[Any]:
+    priority = float(task.priority)
+    if math.isnan(priority):
+        raise ValueError(f"priority of {task.url!r} is NaN")
+    fp = fingerprint(task.url)
+    args: list[Any] = [host_of(task.url), fp, repr(priority), task_json(task)]
+    if dedup:
+        args.extend(seen_slot(fp))
+    return args
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+def _warn_unless_noeviction(client: redis.Redis) -> None:
+    try:
+        reply = client.config_get("maxmemory-policy")
+    except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
+        return
+    policy = {_text(k): _text(v) for k, v in reply.items()}.get("maxmemory-policy")
+    if policy is not None and policy != "noeviction":
+        log.warning("Redis maxmemory-policy is %r: the frontier needs 'noeviction', or "
+                    "evicted keys lose URLs silently", policy)

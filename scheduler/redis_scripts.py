@@ -1,0 +1,242 @@
+"""Lua sources of the Redis frontier (see ``scheduler.redis_frontier`` for the key layout).
+
+Every script gets the key prefix as ARGV[1] and "now" (when it needs a time) from the caller's
+clock, never from TIME, so tests control time. Each script is one atomic step.
+
+Encodings used here:
+- ``pfx``: 6 bytes, ``2^48 - 1 - seq`` big-endian, where ``seq`` is the URL's discovery number.
+  Zset members with equal scores sort by bytes, so among equal priorities the *largest* member
+  (``ZREVRANGE``) is the earliest discovered and the smallest (``ZRANGE``) the latest.
+- host queue member: ``pfx .. fp`` (fp = the URL's 8-byte fingerprint); score = priority.
+- ready / worst member: ``pfx .. host`` of the host's best / lowest URL; score = its priority.
+- task value: ``pfx .. json``; lease value: ``token TAB host TAB score TAB pfx .. json``.
+"""
+
+from __future__ import annotations
+
+PRELUDE = r"""
+local P = ARGV[1]
+local TASK, READY, WORST = P .. 'task', P .. 'ready', P .. 'worst'
+local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P .. 'deadline'
+local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
+
+local function qkey(host) return P .. 'q:' .. host end
+
+local function seq_prefix(seq)
+  local n = 281474976710655 - seq
+  local b = {}
+  for i = 6, 1, -1 do
+    b[i] = n % 256
+    n = (n - b[i]) / 256
+  end
+  return string.char(b[1], b[2], b[3], b[4], b[5], b[6])
+end
+
+local function top_of(q)
+  local r = redis.call('ZREVRANGE', q, 0, 0, 'WITHSCORES')
+  if r[1] then return r end
+  return nil
+end
+
+local function bottom_of(q)
+  local r = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+  if r[1] then return r end
+  return nil
+end
+
+local function same(a, b)
+  if a == nil or b == nil then return a == b end
+  return a[1] == b[1] and a[2] == b[2]
+end
+
+local function host_entry(entry, host) return string.sub(entry[1], 1, 6) .. host end
+
+local function is_idle(host)
+  return redis.call('SISMEMBER', BUSY, host) == 0 and not redis.call('ZSCORE', SLEEP, host)
+end
+
+-- keep WORST (every host with URLs) and READY (idle hosts with URLs) in step with host queue q
+local function reindex(host, q, old_top, old_bottom)
+  local new_top, new_bottom = top_of(q), bottom_of(q)
+  if not same(old_bottom, new_bottom) then
+    if old_bottom then redis.call('ZREM', WORST, host_entry(old_bottom, host)) end
+    if new_bottom then redis.call('ZADD', WORST, new_bottom[2], host_entry(new_bottom, host)) end
+  end
+  if not same(old_top, new_top) then
+    local listed
+    if old_top then
+      listed = redis.call('ZREM', READY, host_entry(old_top, host)) == 1
+    else
+      listed = is_idle(host)
+    end
+    if listed and new_top then
+      redis.call('ZADD', READY, new_top[2], host_entry(new_top, host))
+    end
+  end
+end
+
+local function evict_lowest()
+  local lowest = redis.call('ZRANGE', WORST, 0, 0)[1]
+  if not lowest then return end
+  local host = string.sub(lowest, 7)
+  local q = qkey(host)
+  local top, bottom = top_of(q), bottom_of(q)
+  redis.call('ZREM', q, bottom[1])
+  redis.call('HDEL', TASK, string.sub(bottom[1], 7))
+  reindex(host, q, top, bottom)
+  redis.call('INCR', EVICTED)
+end
+
+-- queue a URL, or raise its priority if it is queued; pfx keeps a returned lease's order
+local function enqueue(host, fp, score, body, pfx, max_size)
+  local q = qkey(host)
+  local current = redis.call('HGET', TASK, fp)
+  if current then
+    pfx = string.sub(current, 1, 6)
+    local old = redis.call('ZSCORE', q, pfx .. fp)
+    if not old or tonumber(old) >= tonumber(score) then return 0 end
+  end
+  local top, bottom = top_of(q), bottom_of(q)
+  if not pfx then pfx = seq_prefix(redis.call('INCR', SEQ)) end
+  redis.call('ZADD', q, score, pfx .. fp)
+  redis.call('HSET', TASK, fp, pfx .. body)
+  reindex(host, q, top, bottom)
+  if not current and redis.call('HLEN', TASK) > max_size then evict_lowest() end
+  return 1
+end
+
+local function free_host(host, ready_at, now)
+  redis.call('SREM', BUSY, host)
+  if ready_at > now then
+    redis.call('ZADD', SLEEP, ready_at, host)
+    return
+  end
+  redis.call('ZREM', SLEEP, host)
+  local top = top_of(qkey(host))
+  if top then redis.call('ZADD', READY, top[2], host_entry(top, host)) end
+end
+
+-- sleeping hosts whose ready time has come join READY (amortised: once per ack).
+-- Invariant: a host is in at most one of BUSY, SLEEP, READY.
+local function promote(now)
+  local due = redis.call('ZRANGEBYSCORE', SLEEP, '-inf', now, 'LIMIT', 0, 1000)
+  for _, host in ipairs(due) do
+    redis.call('ZREM', SLEEP, host)
+    local top = top_of(qkey(host))
+    if top then redis.call('ZADD', READY, top[2], host_entry(top, host)) end
+  end
+end
+
+local function parse_lease(v)
+  local a = string.find(v, '\t', 1, true)
+  local b = string.find(v, '\t', a + 1, true)
+  local c = string.find(v, '\t', b + 1, true)
+  return string.sub(v, 1, a - 1), string.sub(v, a + 1, b - 1), string.sub(v, b + 1, c - 1),
+         string.sub(v, c + 1)
+end
+
+-- end a lease; with requeue the URL goes back to its host queue in its old place
+local function end_lease(fp, v, requeue, ready_at, now, max_size)
+  local _, host, score, stored = parse_lease(v)
+  redis.call('HDEL', LEASE, fp)
+  redis.call('ZREM', DEADLINE, fp)
+  if requeue then
+    enqueue(host, fp, score, string.sub(stored, 7), string.sub(stored, 1, 6), max_size)
+  end
+  free_host(host, ready_at, now)
+end
+"""
+
+# ARGV: prefix, max_size, dedup ('1' = add_new), then per URL: host, fp, score, body
+# [, seen shard, seen value]. Returns 1/0 per URL (added or raised).
+PUSH = PRELUDE + r"""
+local max_size = tonumber(ARGV[2])
+local dedup = ARGV[3] == '1'
+local step = 4
+if dedup then step = 6 end
+local results = {}
+for i = 4, #ARGV, step do
+  local host, fp, score, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local added = 0
+  if not dedup then
+    added = enqueue(host, fp, score, body, nil, max_size)
+  elseif redis.call('SADD', P .. 'seen:' .. ARGV[i + 4], ARGV[i + 5]) == 1 then
+    redis.call('INCR', SEEN_COUNT)
+    added = enqueue(host, fp, score, body, nil, max_size)
+  elseif redis.call('HEXISTS', TASK, fp) == 1 then
+    added = enqueue(host, fp, score, body, nil, max_size)
+  end
+  results[#results + 1] = added
+end
+return results
+"""
+
+# ARGV: prefix, then pairs (seen shard, seen value). Returns how many were new.
+MARK_SEEN = PRELUDE + r"""
+local new = 0
+for i = 2, #ARGV, 2 do
+  new = new + redis.call('SADD', P .. 'seen:' .. ARGV[i], ARGV[i + 1])
+end
+if new > 0 then redis.call('INCRBY', SEEN_COUNT, new) end
+return new
+"""
+
+# ARGV: prefix, now, lease seconds. Returns {json, token} or nil.
+POP = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+promote(now)
+local best = redis.call('ZREVRANGE', READY, 0, 0)[1]
+if not best then return false end
+redis.call('ZREM', READY, best)
+local host = string.sub(best, 7)
+local q = qkey(host)
+local top, bottom = top_of(q), bottom_of(q)
+if not top then return false end
+redis.call('ZREM', q, top[1])
+local fp = string.sub(top[1], 7)
+local stored = redis.call('HGET', TASK, fp)
+redis.call('HDEL', TASK, fp)
+reindex(host, q, top, bottom)
+redis.call('SADD', BUSY, host)
+local token = string.format('%d', redis.call('INCR', SEQ))
+redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
+redis.call('ZADD', DEADLINE, now + tonumber(ARGV[3]), fp)
+return {string.sub(stored, 7), token}
+"""
+
+# ARGV: prefix, now, fp, token ('' = any), seconds until the host is ready, requeue ('1'/'0'),
+# max_size. Returns 1, or 0 if the lease is gone (reaped) or belongs to a later pop.
+FINISH = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+local v = redis.call('HGET', LEASE, ARGV[3])
+if not v then return 0 end
+local token = parse_lease(v)
+if ARGV[4] ~= '' and ARGV[4] ~= token then return 0 end
+end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, tonumber(ARGV[7]))
+return 1
+"""
+
+# ARGV: prefix, now, seconds until the host is ready, max_size, batch. Returns leases returned.
+REAP = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+local due = redis.call('ZRANGEBYSCORE', DEADLINE, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
+for _, fp in ipairs(due) do
+  local v = redis.call('HGET', LEASE, fp)
+  if v then
+    end_lease(fp, v, true, now + tonumber(ARGV[3]), now, tonumber(ARGV[4]))
+  else
+    redis.call('ZREM', DEADLINE, fp)
+  end
+end
+return #due
+"""
+
+# ARGV: prefix, now. Seconds until some host is ready ('0' if one is), nil if none is waiting.
+NEXT_READY = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+promote(now)
+if redis.call('ZCARD', READY) > 0 then return '0' end
+local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')
+if not first[1] then return false end
+return tostring(math.max(0, tonumber(first[2]) - now))
+"""

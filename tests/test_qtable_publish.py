@@ -1,0 +1,311 @@
+"""Q-tables published through the real Redis (``REDIS_URL``, default 127.0.0.1:6379).
+
+Each test uses its own key prefix, deleted afterwards. An unreachable Redis fails the tests.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import threading
+import uuid
+
+import numpy as np
+import pytest
+import redis
+
+from learner.background import QTableHolder
+from learner.publish import RedisQTableSource, RedisQTableStore
+from models.qtable import QTable, build_qtable
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CLOSED_PORT_URL = "redis://127.0.0.1:1/0"
+
+# G_w: seed 0 -> list page 1 -> detail page 2 (a result); seed 0 -> 3 (a dead end).
+ANCHORS = ["phone news", "smartphone reviews", "battery test of the new phone", "cooking recipes"]
+URLS = ["http://phones.test/", "http://phones.test/reviews/", "http://phones.test/reviews/battery",
+        "http://food.test/recipes/"]
+CONTEXTS = ["latest phone news", "all smartphone reviews list", "battery life charging review",
+            "pasta soup dinner"]
+SRC, DST, IS_LEAF = np.array([0, 1, 0]), np.array([1, 2, 3]), np.array([False, False, True, False])
+LINKS = (["more smartphone reviews", "battery charging test", "zebra"],
+         ["http://phones.test/reviews/page2", "http://phones.test/battery", "http://zoo.test/z"],
+         ["smartphone reviews list", "battery life", "animals"])
+
+
+def make_table(version: int, reward: float = 1.0) -> QTable:
+    return build_qtable(version, ANCHORS, URLS, CONTEXTS, SRC, DST, IS_LEAF, reward=reward)
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="module")
+def redis_client():
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}). "
+                    "Start it with `make services` or set REDIS_URL.", pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def make_store(redis_client):
+    made: list[RedisQTableStore] = []
+
+    def make(keep_versions: int = 3) -> RedisQTableStore:
+        store = RedisQTableStore(redis_client, f"jlse:test:qtable:{uuid.uuid4().hex}:",
+                                 keep_versions=keep_versions)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.clear()
+        assert list(redis_client.scan_iter(match=store.prefix + "*")) == []
+
+
+@pytest.fixture()
+def store(make_store) -> RedisQTableStore:
+    return make_store()
+
+
+# --- the store ------------------------------------------------------------------------------
+
+def test_publish_load_round_trip_predicts_the_same(store):
+    table = make_table(1)
+    assert store.current_version() == 0 and store.load() is None
+    assert store.publish(table) == 1
+    loaded = store.load(1)
+    assert loaded is not None and loaded.version == 1
+    np.testing.assert_array_equal(loaded.q, table.q)
+    np.testing.assert_allclose(loaded.predicted(*LINKS), table.predicted(*LINKS))
+    assert table.predicted(*LINKS)[:2].min() > 0  # the comparison is not of zeros only
+    assert store.load().version == 1 and store.current_version() == 1 and store.versions() == [1]
+
+
+def test_the_blob_is_a_plain_npz_archive_not_a_pickle(store, redis_client):
+    store.publish(make_table(4))
+    blob = redis_client.get(store.blob_key(4))
+    assert blob.startswith(b"PK")  # a zip (.npz) archive
+    with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
+        assert all(archive[key].dtype != object for key in archive.files)
+
+
+def test_current_only_moves_forward_and_a_late_older_version_is_kept_in_the_window(store):
+    assert store.publish(make_table(3)) == 3
+    assert store.publish(make_table(2, reward=2.0)) == 3
+    assert store.current_version() == 3 and store.load().version == 3
+    assert store.versions() == [2, 3]  # ranked among the newest keep_versions (3): stored
+    assert store.load(2).version == 2
+
+
+def test_a_late_version_older_than_the_window_is_collected_at_once(make_store):
+    store = make_store(keep_versions=1)
+    store.publish(make_table(3))
+    assert store.publish(make_table(2)) == 3
+    assert store.versions() == [3] and store.load(2) is None and store.load(3).version == 3
+
+
+def test_gc_keeps_the_newest_keep_versions(store, redis_client):
+    for version in range(1, 7):
+        assert store.publish(make_table(version)) == version
+    assert store.versions() == [4, 5, 6]
+    for version in (1, 2, 3):
+        assert redis_client.exists(store.blob_key(version)) == 0
+        assert store.load(version) is None
+    assert [store.load(version).version for version in (4, 5, 6)] == [4, 5, 6]
+
+
+def test_next_version_is_unique_across_threads(store):
+    got: list[list[int]] = [[] for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def take(out: list[int]) -> None:
+        barrier.wait()
+        out.extend(store.next_version() for _ in range(50))
+
+    threads = [threading.Thread(target=take, args=(out,)) for out in got]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    numbers = [number for out in got for number in out]
+    assert sorted(numbers) == list(range(1, 201))
+
+
+def test_next_version_stays_above_a_version_published_without_it(store):
+    assert store.next_version() == 1
+    store.publish(make_table(10))
+    assert store.next_version() == 11
+    assert store.next_version() == 12
+
+
+def test_a_blob_of_another_version_or_garbage_is_a_value_error(store, redis_client):
+    redis_client.set(store.blob_key(5), make_table(4).to_bytes())
+    with pytest.raises(ValueError, match="version 4"):
+        store.load(5)
+    redis_client.set(store.blob_key(6), b"\x00garbage" * 10)
+    with pytest.raises(ValueError, match="v6"):
+        store.load(6)
+
+
+def test_invalid_arguments_are_refused(redis_client, store):
+    with pytest.raises(ValueError, match="decode_responses"):
+        RedisQTableStore(redis.Redis.from_url(REDIS_URL, decode_responses=True))
+    with pytest.raises(ValueError, match="keep_versions"):
+        RedisQTableStore(redis_client, store.prefix, keep_versions=0)
+    with pytest.raises(ValueError, match="at least 1"):
+        store.publish(make_table(0))
+    assert store.versions() == []
+
+
+# --- nothing is unpickled -------------------------------------------------------------------
+
+UNPICKLED: list[str] = []
+
+
+def _record_unpickling(tag: str) -> str:
+    UNPICKLED.append(tag)
+    return tag
+
+
+class Canary:
+    """An object whose unpickling leaves a trace in UNPICKLED."""
+
+    def __reduce__(self):
+        return (_record_unpickling, ("canary",))
+
+
+def pickled_object_npz() -> bytes:
+    buffer = io.BytesIO()
+    canary_array = np.empty(1, dtype=object)
+    canary_array[0] = Canary()
+    np.savez(buffer, header=np.frombuffer(b"{}", np.uint8), q=canary_array)
+    return buffer.getvalue()
+
+
+def test_pickled_blobs_are_refused_without_being_unpickled(store, redis_client):
+    raw_pickle = pickle.dumps({"q": Canary()})
+    pickle.loads(raw_pickle)  # the canary works: unpickling leaves a trace
+    assert UNPICKLED == ["canary"]
+    UNPICKLED.clear()
+    for version, blob in ((7, raw_pickle), (8, pickled_object_npz())):
+        redis_client.set(store.blob_key(version), blob)
+        with pytest.raises(ValueError, match="Q-table"):
+            store.load(version)
+    assert UNPICKLED == []
+
+
+# --- the source -----------------------------------------------------------------------------
+
+def test_source_switches_to_a_new_version_within_check_every(store):
+    clock = FakeClock()
+    source = RedisQTableSource(store, check_every=2.0, clock=clock)
+    assert source() is None
+    store.publish(make_table(1))
+    clock.advance(1.0)
+    assert source() is None  # not checked yet
+    clock.advance(1.0)
+    assert source().version == 1
+    store.publish(make_table(2, reward=2.0))
+    clock.advance(1.9)
+    assert source().version == 1
+    clock.advance(0.1)
+    table = source()
+    assert table.version == 2 and source.holder.get() is table
+    np.testing.assert_allclose(table.predicted(*LINKS), make_table(2, reward=2.0).predicted(*LINKS))
+
+
+def test_source_keeps_the_old_table_on_a_corrupt_blob_and_warns_once(store, redis_client, caplog):
+    clock = FakeClock()
+    source = RedisQTableSource(store, check_every=2.0, clock=clock)
+    store.publish(make_table(1))
+    assert source().version == 1
+    redis_client.set(store.blob_key(2), b"not an npz at all")
+    redis_client.set(store.current_key, b"2")
+    with caplog.at_level(logging.WARNING, logger="learner.publish"):
+        clock.advance(2.0)
+        assert source().version == 1
+        clock.advance(2.0)
+        assert source().version == 1
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "v2 is not a valid Q-table" in warnings[0].getMessage()
+    assert "v2" in source.last_error
+    store.publish(make_table(3))
+    clock.advance(2.0)
+    assert source().version == 3
+
+
+def test_source_survives_an_unreachable_redis(caplog):
+    client = redis.Redis.from_url(CLOSED_PORT_URL, socket_connect_timeout=1)
+    previous = make_table(5)
+    clock = FakeClock()
+    source = RedisQTableSource(RedisQTableStore(client, "jlse:test:unreachable:"),
+                               holder=QTableHolder(previous), check_every=2.0, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="learner.publish"):
+        assert source() is previous
+        clock.advance(2.0)
+        assert source() is previous
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot read Q-tables from Redis" in warnings[0].getMessage()
+    assert "ConnectionError" in source.last_error
+    assert source.refresh() is False
+    with pytest.raises(redis.ConnectionError):
+        source.store.current_version()  # the store itself raises; only the source absorbs
+
+
+def test_source_retries_a_version_whose_blob_is_missing(store, redis_client):
+    clock = FakeClock()
+    source = RedisQTableSource(store, check_every=2.0, clock=clock)
+    store.publish(make_table(1))
+    assert source().version == 1
+    redis_client.set(store.current_key, b"9")  # as if v9 were collected between the two GETs
+    clock.advance(2.0)
+    assert source().version == 1
+    store.publish(make_table(9))
+    clock.advance(2.0)
+    assert source().version == 9
+
+
+def test_only_one_thread_reloads_and_the_others_never_wait(store):
+    class SlowStore(RedisQTableStore):
+        """The real store, with a load that waits for a signal and counts its calls."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.loads = 0
+            self.entered, self.release = threading.Event(), threading.Event()
+
+        def load(self, version=None):
+            self.loads += 1
+            if self.loads == 1:  # the first load is held until the main thread has looked
+                self.entered.set()
+                self.release.wait(5)
+            return super().load(version)
+
+    slow = SlowStore(store.client, store.prefix)
+    store.publish(make_table(1))
+    source = RedisQTableSource(slow, holder=QTableHolder(make_table(1)), check_every=0.0)
+    store.publish(make_table(2))
+    reloader = threading.Thread(target=source)
+    reloader.start()
+    assert slow.entered.wait(10)
+    seen = [source().version for _ in range(20)]  # would block (or reload) if not skipped
+    slow.release.set()
+    reloader.join(10)
+    assert seen == [1] * 20 and slow.loads == 1
+    assert source().version == 2 and slow.loads == 1

@@ -1,0 +1,385 @@
+"""The Redis frontier against the real Redis (``REDIS_URL``, default 127.0.0.1:6379).
+
+Each test uses its own key prefix, deleted afterwards. An unreachable Redis fails the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+
+from scheduler.frontier import Frontier, LocalFrontier
+from scheduler.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
+from scheduler.redis_frontier import RedisFrontier, fingerprint, task_json
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REPO = Path(__file__).resolve().parents[1]
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(scope="module")
+def redis_client():
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}). "
+                    "Start it with `make services` or set REDIS_URL.", pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture()
+def make_frontier(redis_client, clock):
+    made: list[RedisFrontier] = []
+
+    def make(**kwargs) -> RedisFrontier:
+        kwargs.setdefault("clock", clock)
+        frontier = RedisFrontier(redis_client, f"jlse:test:{uuid.uuid4().hex}:", **kwargs)
+        made.append(frontier)
+        return frontier
+
+    yield make
+    for frontier in made:
+        frontier.clear()
+        assert list(redis_client.scan_iter(match=frontier.prefix + "*")) == []
+
+
+def task(url: str, priority: float = 1.0, url_id: int = 0, **extra) -> CrawlTask:
+    return CrawlTask(url=url, url_id=url_id, priority=priority, **extra)
+
+
+def drain(frontier: Frontier) -> list[CrawlTask]:
+    """Pop everything; a leasing frontier acks each pop at once (no delay)."""
+    popped = []
+    while (got := frontier.pop()) is not None:
+        popped.append(got)
+        if isinstance(frontier, RedisFrontier):
+            assert frontier.ack(got)
+    return popped
+
+
+def urls_of(tasks: list[CrawlTask]) -> list[str]:
+    return [t.url for t in tasks]
+
+
+# -- the shared contract: LocalFrontier and RedisFrontier behave alike ------------------------
+
+@pytest.fixture(params=["local", "redis"])
+def any_frontier(request):
+    def make(max_size: int = 100_000) -> Frontier:
+        if request.param == "local":
+            return LocalFrontier(max_size=max_size, diversity=1)
+        return request.getfixturevalue("make_frontier")(max_size=max_size)
+
+    return make
+
+
+def test_contract_priority_order_ties_in_discovery_order(any_frontier):
+    frontier = any_frontier()
+    for i, priority in enumerate([0.5, 0.9, 0.5, 0.9, 0.1, 0.5]):
+        host = "ab"[i % 2]
+        frontier.push(task(f"http://{host}.test/{i}", priority))
+    assert urls_of(drain(frontier)) == [
+        "http://b.test/1", "http://b.test/3", "http://a.test/0", "http://a.test/2",
+        "http://b.test/5", "http://a.test/4"]
+
+
+def test_contract_found_again_keeps_highest(any_frontier):
+    frontier = any_frontier()
+    frontier.push(task("http://a.test/x", 0.2))
+    frontier.push(task("http://a.test/y", 0.5))
+    assert frontier.push(task("http://a.test/x", 0.9, anchor_text="better")) is True
+    assert frontier.push(task("http://a.test/x", 0.1)) is False
+    assert len(frontier) == 2
+    popped = drain(frontier)
+    assert urls_of(popped) == ["http://a.test/x", "http://a.test/y"]
+    assert popped[0].priority == 0.9 and popped[0].anchor_text == "better"
+
+
+def test_contract_full_frontier_evicts_lowest(any_frontier):
+    frontier = any_frontier(max_size=3)
+    for i, priority in enumerate([0.5, 0.1, 0.7, 0.3]):
+        frontier.push(task(f"http://{'abc'[i % 3]}.test/{i}", priority))
+    assert len(frontier) == 3
+    assert urls_of(drain(frontier)) == ["http://c.test/2", "http://a.test/0", "http://a.test/3"]
+
+
+# -- Redis specifics ---------------------------------------------------------------------------
+
+def test_eviction_is_counted_and_ties_evict_the_latest(make_frontier):
+    frontier = make_frontier(max_size=2)
+    flags = frontier.push_many([task("http://a.test/0", 0.2), task("http://b.test/1", 0.2),
+                                task("http://c.test/2", 0.9)])
+    assert flags == [True, True, True]
+    assert frontier.stats()["evicted"] == 1
+    assert urls_of(drain(frontier)) == ["http://c.test/2", "http://a.test/0"]
+
+
+def test_many_urls_come_out_in_priority_order(make_frontier):
+    frontier = make_frontier()
+    rng = random.Random(3)
+    priorities = [rng.random() for _ in range(1000)]
+    frontier.push_many([task(f"http://h{i % 7}.test/{i}", p, i) for i, p in enumerate(priorities)])
+    assert frontier.hosts() == 7
+    popped = drain(frontier)
+    assert [t.priority for t in popped] == sorted(priorities, reverse=True)
+    assert all(isinstance(t.url_id, int) for t in popped)
+
+
+def test_payload_round_trips_as_json(make_frontier):
+    frontier = make_frontier()
+    original = task("http://a.test/p", 0.25, 42, depth=3, parent_id=7, anchor_text="手机 评测",
+                    context="near\tthe link", redirect_hops=1, pattern_run=2)
+    frontier.push(original)
+    got = frontier.pop()
+    assert CrawlTask.from_dict(got.to_dict()) == original
+    assert b"anchor_text" not in task_json(task("http://a.test/", 1.0))  # defaults left out
+
+
+def test_one_request_in_flight_per_host(make_frontier):
+    frontier = make_frontier()
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://a.test/2", 0.8),
+                        task("http://b.test/1", 0.1)])
+    first = frontier.pop()
+    assert first.url == "http://a.test/1"
+    assert frontier.pop().url == "http://b.test/1"  # a.test is busy
+    assert frontier.pop() is None
+    assert frontier.in_flight() == 2 and len(frontier) == 1
+    assert frontier.next_ready_in() is None  # nothing waits: every host with URLs is busy
+    assert frontier.ack(first)
+    assert frontier.pop().url == "http://a.test/2"
+
+
+def test_urls_found_while_their_host_is_busy_wait_for_the_ack(make_frontier):
+    frontier = make_frontier()
+    frontier.push(task("http://a.test/1"))
+    first = frontier.pop()  # a.test's queue is now empty, its request in flight
+    assert frontier.add_new([task("http://a.test/2"), task("http://a.test/3")]) == [True, True]
+    assert frontier.pop() is None
+    assert frontier.ack(first)
+    assert frontier.pop().url == "http://a.test/2"
+    assert frontier.pop() is None
+
+
+def test_delay_after_ack_is_honoured(make_frontier, clock):
+    frontier = make_frontier(default_delay=1.0)
+    frontier.push_many([task(f"http://a.test/{i}", 0.5) for i in range(3)])
+    assert frontier.ack(frontier.pop(), delay=3.0)  # e.g. Crawl-delay: 3
+    assert frontier.pop() is None
+    assert frontier.next_ready_in() == pytest.approx(3.0)
+    clock.advance(2.9)
+    assert frontier.pop() is None
+    clock.advance(0.2)
+    second = frontier.pop()
+    assert second.url == "http://a.test/1"
+    assert frontier.ack(second, delay=0.2)  # the default delay is the floor
+    clock.advance(0.5)
+    assert frontier.pop() is None
+    clock.advance(0.6)
+    assert frontier.pop().url == "http://a.test/2"
+
+
+def test_a_hot_host_does_not_block_the_others(make_frontier, clock):
+    frontier = make_frontier()
+    frontier.push_many([task(f"http://hot.test/{i}", 0.9) for i in range(500)])
+    frontier.push_many([task(f"http://cold{i}.test/", 0.1) for i in range(5)])
+    hot = frontier.pop()
+    assert hot.url == "http://hot.test/0"
+    others = [frontier.pop() for _ in range(5)]
+    assert sorted(urls_of(others)) == [f"http://cold{i}.test/" for i in range(5)]
+    assert frontier.pop() is None
+    assert frontier.ack(hot, delay=10.0)
+    assert frontier.pop() is None  # the hot host sleeps; the cold ones are in flight
+    clock.advance(10.0)
+    assert frontier.pop().url == "http://hot.test/1"
+
+
+def test_expired_lease_is_reaped_and_the_url_comes_back(make_frontier, clock):
+    frontier = make_frontier(lease_seconds=30.0)
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://a.test/2", 0.5)])
+    lost = frontier.pop()  # the worker dies without acking
+    clock.advance(29.0)
+    assert frontier.reap() == 0
+    clock.advance(2.0)
+    assert frontier.reap() == 1
+    assert frontier.in_flight() == 0 and len(frontier) == 2
+    again = frontier.pop()
+    assert again.url == lost.url and again.priority == 0.9
+    assert frontier.ack(lost) is False  # the old lease was reaped; a newer one exists
+    assert frontier.in_flight() == 1
+    assert frontier.ack(again) is True
+    assert frontier.ack(again) is False
+
+
+def test_url_pushed_again_while_leased_is_queued_once_after_reap(make_frontier, clock):
+    frontier = make_frontier(lease_seconds=5.0)
+    frontier.push(task("http://a.test/1", 0.9))
+    leased = frontier.pop()
+    assert frontier.push(task("http://a.test/1", 0.4)) is True  # in flight: queued anew
+    clock.advance(6.0)
+    assert frontier.reap() == 1
+    assert len(frontier) == 1
+    assert [(t.url, t.priority) for t in drain(frontier)] == [(leased.url, 0.9)]
+
+
+def test_works_with_a_decoding_client(make_frontier, clock):
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    frontier = make_frontier()
+    decoding = RedisFrontier(client, frontier.prefix, clock=clock, default_delay=2.0)
+    assert decoding.add_new([task("http://a.test/é", 0.5, anchor_text="手机")]) == [True]
+    got = decoding.pop()
+    assert (got.url, got.anchor_text) == ("http://a.test/é", "手机")
+    assert decoding.ack(got) and decoding.next_ready_in() == pytest.approx(2.0)
+    client.close()
+
+
+def test_worker_killed_with_sigkill_loses_no_url(make_frontier, clock):
+    frontier = make_frontier(lease_seconds=60.0)
+    frontier.push_many([task("http://a.test/1", 0.9, 1), task("http://b.test/1", 0.5, 2)])
+    child = (
+        "import os, signal, redis\n"
+        "from scheduler.redis_frontier import RedisFrontier\n"
+        f"f = RedisFrontier(redis.Redis.from_url({REDIS_URL!r}), {frontier.prefix!r},"
+        f" lease_seconds=60.0, clock=lambda: {clock.now!r})\n"
+        "print(f.pop().url, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", child], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == -9, done.stderr
+    assert done.stdout.strip() == "http://a.test/1"
+    assert frontier.in_flight() == 1 and len(frontier) == 1
+    clock.advance(61.0)
+    assert frontier.reap() == 1
+    assert sorted(urls_of(drain(frontier))) == ["http://a.test/1", "http://b.test/1"]
+
+
+def test_release_requeues_in_place_after_retry_after(make_frontier, clock):
+    frontier = make_frontier()
+    frontier.push_many([task("http://a.test/1", 0.5), task("http://a.test/2", 0.5)])
+    got = frontier.pop()
+    assert frontier.release(got, retry_after=60.0)
+    assert len(frontier) == 2 and frontier.in_flight() == 0
+    assert frontier.pop() is None
+    assert frontier.next_ready_in() == pytest.approx(60.0)
+    clock.advance(60.0)
+    assert frontier.pop().url == "http://a.test/1"  # keeps its discovery order
+
+
+def test_add_new_dedups_by_fingerprint(make_frontier):
+    frontier = make_frontier()
+    x, y = "http://a.test/x", "http://b.test/y"
+    assert frontier.add_new([task(x, 0.3), task(y, 0.3), task(x, 0.3)]) == [True, True, False]
+    assert frontier.add_new([task(y, 0.8)]) == [True]  # still queued: priority raised
+    assert frontier.add_new([task(y, 0.1)]) == [False]
+    popped = frontier.pop()
+    assert popped.url == y and popped.priority == 0.8
+    assert frontier.ack(popped)
+    assert frontier.add_new([task(y, 0.9)]) == [False]  # fetched: never queued again
+    assert len(frontier) == 1
+    assert frontier.stats() == {"queued": 1, "in_flight": 0, "hosts": 1, "evicted": 0,
+                                "seen": 2}
+    assert len(fingerprint(x)) == 8
+
+
+def test_nan_priority_is_refused(make_frontier):
+    with pytest.raises(ValueError):
+        make_frontier().push(task("http://a.test/", float("nan")))
+
+
+def _fill_store(store) -> tuple[dict[str, float], list[str]]:
+    """Links in every state; returns the queued URLs with priorities and every URL."""
+    links = [NewLink(f"http://h{i % 5}.test/{i}", None, 1, f"a{i}", priority=i / 100)
+             for i in range(60)]
+    ids = [link_id for link_id, _ in store.add_links(links)]
+    for link_id in ids[:20]:
+        store.record_fetch(FetchRecord(url_id=link_id, url="", outcome=Outcome.OK,
+                                       fetched_at=time.time(), status_code=200))
+    for link_id in ids[20:25]:
+        store.reject(link_id, Outcome.TRAP, "test")
+    queued = {link.url: link.priority for link in links[25:]}
+    return queued, [link.url for link in links]
+
+
+def test_rebuild_restores_exactly_the_queued_urls(make_frontier, store):
+    queued, every_url = _fill_store(store)
+    frontier = make_frontier()
+    frontier.add_new([task(url, 0.5) for url in every_url])
+    frontier.pop()
+    frontier.clear()  # Redis lost its data
+    assert len(frontier) == 0 and frontier.stats()["seen"] == 0
+    assert frontier.rebuild(store) == len(queued)
+    assert frontier.stats()["seen"] == len(every_url)
+    assert frontier.add_new([task(every_url[0], 0.9)]) == [False]  # fetched: dedup holds
+    assert frontier.add_new([task("http://new.test/", 0.01)]) == [True]
+    popped = {t.url: t.priority for t in drain(frontier)}
+    assert popped.pop("http://new.test/") == 0.01
+    assert popped == pytest.approx(queued)
+    assert len(queued) == sum(1 for _ in store.iter_links(LinkStatus.QUEUED))
+
+
+def test_threads_never_hold_two_leases_of_one_host(make_frontier):
+    frontier = make_frontier(clock=time.time)
+    n_urls, n_hosts = 2000, 50
+    frontier.push_many([task(f"http://h{i % n_hosts}.test/{i}", (i * 7919 % 1000) / 1000, i)
+                        for i in range(n_urls)])
+    lock = threading.Lock()
+    active: set[str] = set()
+    popped: list[str] = []
+    overlaps: list[str] = []
+
+    def worker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            got = frontier.pop()
+            if got is None:
+                with lock:
+                    if len(popped) >= n_urls:
+                        return
+                time.sleep(0.0005)
+                continue
+            host = got.url.split("/")[2]
+            with lock:
+                if host in active:
+                    overlaps.append(host)
+                active.add(host)
+                popped.append(got.url)
+            time.sleep(0.0002)  # hold the "request" a moment so overlaps would show
+            with lock:
+                active.discard(host)  # before the ack: the host stays busy until then
+            assert frontier.ack(got)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlaps == []
+    counts = Counter(popped)
+    assert len(counts) == n_urls and set(counts.values()) == {1}
+    assert len(frontier) == 0 and frontier.in_flight() == 0
