@@ -114,6 +114,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         checkpoints=tuple(int(v) for v in args.checkpoints.split(",")),
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
+        overrides=_setting_pairs(args.set),
     )
     print(report.render())
     return EXIT_OK
@@ -184,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--topic-dir", action="append", metavar="NAME=DIR",
                           help="topic directory for --truth webs")
     evaluate.add_argument("--proxy", help="HTTP proxy reaching that web")
+    evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                          help="a setting for every crawl of the evaluation (repeatable)")
     evaluate.set_defaults(func=cmd_eval)
 
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")

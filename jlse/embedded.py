@@ -9,6 +9,7 @@ stays ``queued`` in the database until its result is written, so a crash or Ctrl
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -57,10 +58,12 @@ class EmbeddedCrawler:
         self.traps = traps
         self.progress = progress
         self.on_results = on_results  # told the ResultTable size after each new result (learner)
-        self.frontier = LocalFrontier(settings.frontier_size, settings.domain_diversity)
+        self.frontier = LocalFrontier(settings.frontier_size, settings.domain_diversity,
+                                      settings.priority_slack)
         self.politeness = HostPoliteness(settings.politeness_delay)
         self.counters = CrawlCounters()
         self._in_flight: dict[Future, CrawlTask] = {}
+        self._low_in_flight: set[Future] = set()  # in flight with a "low" priority
         self._stopping = False
         self._robots_failures: dict[str, int] = {}  # host -> robots.txt unavailable so far
 
@@ -118,7 +121,10 @@ class EmbeddedCrawler:
         while len(self._in_flight) < self.settings.concurrency:
             if self.counters.fetched + len(self._in_flight) >= self.settings.max_pages:
                 return
-            task = self.frontier.pop(self.politeness.is_ready)
+            low_below = self._low_priority_bound()
+            low_slots_full = len(self._low_in_flight) >= self.settings.low_priority_slots
+            task = self.frontier.pop(self.politeness.is_ready,
+                                     min_priority=low_below if low_slots_full else None)
             if task is None:
                 return
             host = host_of(task.url)
@@ -129,12 +135,23 @@ class EmbeddedCrawler:
                 self._reject(task, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
                 continue
             self.politeness.acquire(host)
-            self._in_flight[pool.submit(self.pipeline.process, task)] = task
+            future = pool.submit(self.pipeline.process, task)
+            self._in_flight[future] = task
+            if task.priority < low_below:
+                self._low_in_flight.add(future)
+
+    def _low_priority_bound(self) -> float:
+        """Priorities below this are "low": they wait while better URLs wait for their host,
+        except in ``low_priority_slots`` slots (so a focused crawl with few relevant hosts
+        does not fill its idle slots with junk, yet never stalls)."""
+        best = self.frontier.best_priority()
+        return -math.inf if best is None else self.settings.priority_slack * best
 
     def _collect(self, timeout: float) -> None:
         done, _ = wait(list(self._in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
         for future in done:
             self._in_flight.pop(future)
+            self._low_in_flight.discard(future)
             self._write(future.result())  # PagePipeline.process never raises
 
     def _drain(self) -> None:
@@ -147,6 +164,7 @@ class EmbeddedCrawler:
                 for future in self._in_flight:
                     future.cancel()
                 self._in_flight.clear()
+                self._low_in_flight.clear()
 
     # --- writing results -----------------------------------------------------------------
     def _write(self, result: PageResult) -> None:

@@ -341,8 +341,11 @@ def run_eval(
     truth_file: Path | None = None,
     topic_dirs: dict[str, Path] | None = None,
     proxy: str | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> EvalReport:
-    """Crawl each topic with each strategy and write report.md, report.json and the plots."""
+    """Crawl each topic with each strategy and write report.md, report.json and the plots.
+
+    ``overrides`` are settings applied to every crawl (after the sandbox's own)."""
     from jlse.plots import plot_report
 
     checkpoints = sorted({n for n in checkpoints if n <= budget} or {budget})
@@ -359,6 +362,7 @@ def run_eval(
     report = EvalReport(budget=budget, checkpoints=list(checkpoints))
     with _proxy_for(on_sandbox, proxy, seed) as proxy_url:
         base = dict(SANDBOX_SETTINGS) if on_sandbox else {}
+        base.update(overrides or {})
         base.update(max_pages=budget, proxy=proxy_url or "")
         for topic in topics:
             for strategy in strategies:

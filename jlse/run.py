@@ -27,7 +27,7 @@ from workers.pipeline import PagePipeline
 log = logging.getLogger(__name__)
 
 
-LEARNING_STRATEGIES = frozenset({"jlse", "jlse-product"})
+LEARNING_STRATEGIES = frozenset({"jlse", "jlse-paper", "jlse-product"})
 
 
 class CrawlSetupError(RuntimeError):

@@ -20,7 +20,7 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
-STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-product", "opic", "bayes", "vsm")
+STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes", "vsm")
 
 
 class SettingsError(ValueError):
@@ -66,6 +66,8 @@ class Settings:
     max_pattern_run: int = 12  # ancestors in a row with the same URL pattern
     max_pages_per_host: int = 5000
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
+    priority_slack: float = 0.5  # a URL below this share of the best queued priority is "low"
+    low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- page classifier / topic model ---
@@ -80,6 +82,10 @@ class Settings:
     bm25_k1: float = 2.0
     bm25_b: float = 0.75
     field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
+    tunnel_weight: float = 0.02  # jlse: irrelevant pages pass on at least this relevance
+    dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
+    link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
+    link_search_rescore: int = 4  # candidates re-ranked exactly per link
     # --- topic description (topic.toml) ---
     name: str = ""
     keywords: list[str] = field(default_factory=list)
@@ -92,7 +98,7 @@ class Settings:
             )
         for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
                     "frontier_size", "max_url_length", "robots_cache_size", "cf",
-                    "domain_diversity", "max_pages_per_host"):
+                    "domain_diversity", "max_pages_per_host", "low_priority_slots"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
         for key in ("connect_timeout", "read_timeout", "fetch_deadline"):
@@ -104,13 +110,17 @@ class Settings:
                 raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
-        if not 0.0 <= self.relevance_threshold <= 1.0:
-            raise SettingsError("relevance_threshold: must lie in [0, 1]")
+        for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
         if self.page_classifier not in PAGE_CLASSIFIERS:
             raise SettingsError(f"page_classifier: unknown {self.page_classifier!r}; "
                                 f"available: {', '.join(PAGE_CLASSIFIERS)}")
-        if len(self.field_weights) != 3:
-            raise SettingsError("field_weights: needs three weights (anchor, url, context)")
+        for key in ("field_weights", "link_search_postings"):
+            if len(getattr(self, key)) != 3:
+                raise SettingsError(f"{key}: needs three values (anchor, url, context)")
+        if min(self.link_search_postings) < 1 or self.link_search_rescore < 1:
+            raise SettingsError("link_search_postings / link_search_rescore: must be at least 1")
         return self
 
     def replace(self, **changes: Any) -> Settings:

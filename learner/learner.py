@@ -18,11 +18,13 @@ class Learner:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # the default jlse learns from dead ends too (Q = 0); the paper's variants do not
+        self.dead_ends = settings.strategy == "jlse" and settings.dead_end_vertices
 
     def learn(self, store: CrawlStore, version: int) -> QTable | None:
         """The Q-table of the current crawl as ``version``; None while ResultTable is empty."""
         started = time.perf_counter()
-        rows = store.learning_graph()
+        rows = store.learning_graph(self.dead_ends)
         if not rows.is_result.any():
             log.info("learner: no result pages yet, no Q-table v%d", version)
             return None
@@ -34,6 +36,8 @@ class Learner:
             k1=self.settings.bm25_k1, b=self.settings.bm25_b,
             weights=tuple(self.settings.field_weights),
             gamma=self.settings.gamma, reward=self.settings.reward,
+            max_postings=tuple(self.settings.link_search_postings),
+            rescore=self.settings.link_search_rescore,
         )
         log.info(
             "learner: Q-table v%d from %d vertices (%d results), %d edges, %s iterations, "

@@ -34,19 +34,25 @@ class JLSEEvaluator:
     def similarities(self, anchors: Sequence[str], urls: Sequence[str],
                      contexts: Sequence[str]) -> np.ndarray:
         """sim = max(sim_anchor, sim_predicted) of each link, shape (n,)."""
+        sim_anchor, sim_predicted = self.evidence(anchors, urls, contexts)
+        return np.maximum(sim_anchor, sim_predicted)
+
+    def evidence(self, anchors: Sequence[str], urls: Sequence[str],
+                 contexts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(sim_anchor, sim_predicted) of each link; sim_predicted is 0 without a Q-table."""
         n_links = len(anchors)
         if not n_links == len(urls) == len(contexts):
             raise ValueError(f"link triples: {n_links} anchors, {len(urls)} URLs, "
                              f"{len(contexts)} contexts")
         if n_links == 0:
-            return np.zeros(0)
+            return np.zeros(0), np.zeros(0)
         sim_anchor = np.asarray(self.anchor_similarity(anchors), dtype=np.float64).reshape(-1)
         if sim_anchor.shape != (n_links,):
             raise ValueError(f"anchor_similarity gave {sim_anchor.size} values for {n_links} links")
         table = self._current_qtable()
         if table is None:
-            return sim_anchor
-        return np.maximum(sim_anchor, table.predicted(anchors, urls, contexts))
+            return sim_anchor, np.zeros(n_links)
+        return sim_anchor, np.asarray(table.predicted(anchors, urls, contexts), dtype=np.float64)
 
     def priorities(self, page_relevance: float, anchors: Sequence[str], urls: Sequence[str],
                    contexts: Sequence[str]) -> np.ndarray:

@@ -11,7 +11,8 @@ mutable state, so one instance serves every worker thread.
 | ``bfs``        | 1 (discovery order)                                        | none  |
 | ``best-first`` | P(relevant \\| page)                                        | soft  |
 | ``ata``        | formula (10) with sim = anchor similarity                  | hard  |
-| ``jlse``       | formula (10) with sim = max(anchor, Q-learned) (SPEC §1)   | hard  |
+| ``jlse``       | max(P(relevant \\| page) · anchor sim, Q-learned sim)       | soft  |
+| ``jlse-paper`` | formula (10) with sim = max(anchor, Q-learned) (SPEC §1)   | hard  |
 | ``jlse-product`` | P(relevant \\| page) · sim                                | hard  |
 | ``opic``       | the page's cash split by anchor relevance (``models.opic``) | none  |
 | ``bayes``      | KDE-NB P(relevant \\| anchor + context) (SPEC §2)           | hard  |
@@ -136,9 +137,9 @@ class AnchorTextAnalysis(Strategy):
 
 
 class JointLinkSimilarity(Strategy):
-    """JLSE (SPEC §1): the evaluator's sim = max(sim_anchor, sim_predicted), formula (10)."""
+    """JLSE as published (SPEC §1): sim = max(sim_anchor, sim_predicted), formula (10)."""
 
-    name = "jlse"
+    name = "jlse-paper"
     product = False
 
     def __init__(self, evaluator: Any, **base: Any) -> None:
@@ -159,6 +160,35 @@ class JointLinkSimilarityProduct(JointLinkSimilarity):
 
     name = "jlse-product"
     product = True
+
+
+class LearnedTunnelling(JointLinkSimilarity):
+    """The default JLSE: learned evidence is not scaled by the page, and focus is soft.
+
+    ``priority(i) = max(P(relevant | page) * sim_anchor(i), sim_predicted(i))``, and irrelevant
+    pages are expanded too (their links rank low unless the Q-table vouches for them).
+    Why it differs from formula (10), measured in the README: sharing P among the out-links
+    ranks a link by how few siblings it has; multiplying the Q-learned evidence by P(page)
+    silences it exactly where it matters, on the irrelevant hub pages on the way to relevant
+    sites (delayed benefit); and hard focus never fetches those hubs, so G_w never learns them.
+    """
+
+    name = "jlse"
+
+    def __init__(self, evaluator: Any, tunnel_weight: float = 0.25, **base: Any) -> None:
+        super().__init__(evaluator, **base)
+        self.tunnel_weight = tunnel_weight
+
+    def should_expand(self, relevance: float | None, is_target: bool) -> bool:
+        return self.expand_targets or not is_target
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0) -> np.ndarray:
+        if len(urls) == 0:
+            return np.zeros(0)
+        sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
+        relevance = max(_relevance_or_one(page_relevance), self.tunnel_weight)
+        return relevance * np.maximum(sim_anchor, sim_predicted)
 
 
 def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:
@@ -249,7 +279,10 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
         from models.jlse_evaluator import JLSEEvaluator
 
         anchor_similarity = _require_model(cls.name, model).anchor_similarity
-        return cls(JLSEEvaluator(anchor_similarity, qtable, product=cls.product), **base)
+        evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
+        if cls is LearnedTunnelling:
+            return cls(evaluator, tunnel_weight=settings.tunnel_weight, **base)
+        return cls(evaluator, **base)
 
     return build
 
@@ -276,7 +309,8 @@ _BUILDERS: dict[str, _Builder] = {
     "bfs": lambda settings, model, qtable, base: BreadthFirst(**base),
     "best-first": lambda settings, model, qtable, base: BestFirst(**base),
     "ata": _build_ata,
-    "jlse": _build_jlse(JointLinkSimilarity),
+    "jlse": _build_jlse(LearnedTunnelling),
+    "jlse-paper": _build_jlse(JointLinkSimilarity),
     "jlse-product": _build_jlse(JointLinkSimilarityProduct),
     "opic": _build_opic,
     "bayes": _build_bayes,

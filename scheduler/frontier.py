@@ -7,8 +7,10 @@ mode). ``LocalFrontier`` is SPEC section 2's bounded priority queue:
 - a URL pushed again while queued keeps its highest priority;
 - when full, the lowest-priority URL is evicted (it stays ``queued`` in the crawl database);
 - politeness: only URLs whose host is ready (the caller's predicate) are popped;
-- domain diversity (soft): prefer a host not among the last ``k`` popped; when every ready host
-  was popped recently, take the best ready URL anyway, so a crawl of few hosts never stalls.
+- domain diversity (soft): prefer a host not among the last ``k`` popped, but only among hosts
+  whose best URL has at least ``slack`` times the best ready priority; otherwise take the best
+  ready URL anyway, so a crawl of few hosts never stalls and diversity never trades a relevant
+  URL for a junk one (SPEC's strict rule would: on a web of 30 hosts it is a round robin).
 
 Internally: one heap per host, a heap of hosts keyed by their best URL, and a min-heap for
 eviction. Superseded heap entries are skipped lazily.
@@ -38,17 +40,25 @@ class Frontier(ABC):
         Returns True if the URL was added or its priority raised."""
 
     @abstractmethod
-    def pop(self, host_ready: HostReady | None = None) -> CrawlTask | None:
-        """The best task whose host is ready, or None if there is none right now."""
+    def pop(self, host_ready: HostReady | None = None,
+            min_priority: float | None = None) -> CrawlTask | None:
+        """The best task whose host is ready (and whose priority is at least ``min_priority``),
+        or None if there is none right now."""
+
+    def best_priority(self) -> float | None:
+        """The highest priority queued, whether or not its host is ready; None when empty
+        or unknown (then no URL counts as "low", see ``Settings.priority_slack``)."""
+        return None
 
     @abstractmethod
     def __len__(self) -> int: ...
 
 
 class LocalFrontier(Frontier):
-    def __init__(self, max_size: int = 100_000, diversity: int = 100) -> None:
+    def __init__(self, max_size: int = 100_000, diversity: int = 100, slack: float = 0.5) -> None:
         self.max_size = max_size
         self.diversity = diversity
+        self.slack = slack
         self._seq = itertools.count()
         self._queued: dict[str, tuple[float, int, CrawlTask]] = {}  # url -> current entry
         self._host_heaps: dict[str, list[tuple[float, int, str]]] = {}
@@ -78,7 +88,18 @@ class LocalFrontier(Frontier):
             self._evict_lowest()
         return True
 
-    def pop(self, host_ready: HostReady | None = None) -> CrawlTask | None:
+    def best_priority(self) -> float | None:
+        """The highest priority queued, whether or not its host is ready."""
+        while self._hosts:
+            entry = self._hosts[0]
+            best = self._best_of_host(entry[2])
+            if best is not None and best[:2] == entry[:2]:
+                return -entry[0]
+            heapq.heappop(self._hosts)  # stale host entry
+        return None
+
+    def pop(self, host_ready: HostReady | None = None,
+            min_priority: float | None = None) -> CrawlTask | None:
         skipped: list[tuple[float, int, str]] = []
         fallback: tuple[float, int, str] | None = None
         chosen: tuple[float, int, str] | None = None
@@ -91,6 +112,9 @@ class LocalFrontier(Frontier):
             if host_ready is not None and not host_ready(host):
                 skipped.append(entry)
                 continue
+            if fallback is not None and -entry[0] < self.slack * -fallback[0]:
+                skipped.append(entry)
+                break  # the remaining hosts are too far below the best ready URL
             if self._recent_count[host] and self.diversity > 1:
                 skipped.append(entry)
                 if fallback is None:
@@ -101,6 +125,9 @@ class LocalFrontier(Frontier):
         if chosen is None and fallback is not None:
             skipped.remove(fallback)
             chosen = fallback
+        if chosen is not None and min_priority is not None and -chosen[0] < min_priority:
+            skipped.append(chosen)
+            chosen = None
         for entry in skipped:
             heapq.heappush(self._hosts, entry)
         if chosen is None:

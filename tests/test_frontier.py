@@ -54,10 +54,40 @@ def test_domain_diversity_prefers_other_hosts_but_never_stalls():
     f = LocalFrontier(diversity=3)
     for i in range(3):
         f.push(task(f"http://a.test/{i}", 0.9))
-    f.push(task("http://b.test/0", 0.1))
+    f.push(task("http://b.test/0", 0.5))
     order = drain(f)
     assert order[:2] == ["http://a.test/0", "http://b.test/0"]  # b jumps ahead once
     assert sorted(order[2:]) == ["http://a.test/1", "http://a.test/2"]  # then a again
+
+
+def test_domain_diversity_never_trades_a_good_url_for_a_far_worse_one():
+    f = LocalFrontier(diversity=3, slack=0.5)
+    for i in range(3):
+        f.push(task(f"http://a.test/{i}", 0.9))
+    f.push(task("http://b.test/0", 0.1))  # below 0.5 * 0.9
+    assert drain(f) == ["http://a.test/0", "http://a.test/1", "http://a.test/2", "http://b.test/0"]
+
+
+def test_slack_zero_is_the_strict_rule():
+    f = LocalFrontier(diversity=3, slack=0.0)
+    for i in range(3):
+        f.push(task(f"http://a.test/{i}", 0.9))
+    f.push(task("http://b.test/0", 0.1))
+    assert drain(f)[:2] == ["http://a.test/0", "http://b.test/0"]
+
+
+def test_best_priority_and_min_priority():
+    f = LocalFrontier(diversity=1)
+    assert f.best_priority() is None
+    f.push(task("http://a.test/0", 0.9))
+    f.push(task("http://b.test/0", 0.2))
+    assert f.best_priority() == 0.9
+    busy = {"a.test"}
+    assert f.pop(lambda host: host not in busy, min_priority=0.45) is None  # b waits for a
+    assert f.pop(lambda host: host not in busy).url == "http://b.test/0"  # unless allowed
+    f.push(task("http://a.test/1", 0.95))  # raised while queued elsewhere
+    assert f.best_priority() == 0.95
+    assert f.pop(min_priority=0.5).url == "http://a.test/1"
 
 
 def test_many_urls_come_out_in_order():

@@ -88,6 +88,37 @@ def test_graph_holds_exactly_the_links_on_result_to_seed_paths(store):
     assert by_id[crawl.ids["list"]] == ("http://site.test/list", "anchor list", "context list")
 
 
+def test_dead_ends_join_the_graph_when_asked(store):
+    crawl = Crawl(store)
+    crawl.chain("s", "hub", "list", "r1")
+    crawl.link("nav", "hub")  # fetched, no result below: a dead end
+    crawl.link("queued", "list")  # never fetched: not a vertex either way
+    for name in ("s", "hub", "list", "nav"):
+        crawl.fetch(name)
+    crawl.fetch("r1", target=True)
+
+    graph = graph_by_name(crawl, store.learning_graph(dead_ends=True))
+
+    assert graph == {"s": (None, False), "hub": ("s", False), "list": ("hub", False),
+                     "r1": ("list", True), "nav": ("hub", False)}
+    assert "nav" not in graph_by_name(crawl, store.learning_graph())
+
+
+def test_dead_end_vertices_learn_zero(store):
+    crawl = Crawl(store)
+    crawl.chain("s", "hub", "list", "r1")
+    crawl.chain("nav", "deeper", parent="hub")
+    for name in ("s", "hub", "list", "nav", "deeper"):
+        crawl.fetch(name)
+    crawl.fetch("r1", target=True)
+    table = Learner(Settings(strategy="jlse", gamma=GAMMA)).learn(store, version=1)
+    paper = Learner(Settings(strategy="jlse-paper", gamma=GAMMA)).learn(store, version=1)
+    assert table.index.n_vertices_ == 6 and paper.index.n_vertices_ == 4
+    # r1 (leaf) 1, list 1 (its edge is rewarded), hub gamma, s gamma^2; nav and deeper 0
+    assert sorted(table.q.tolist()) == pytest.approx([0.0, 0.0, GAMMA**2, GAMMA, 1.0, 1.0])
+    assert sorted(paper.q.tolist()) == pytest.approx([GAMMA**2, GAMMA, 1.0, 1.0])
+
+
 def test_result_above_another_result_and_a_seed_that_is_a_result(store):
     crawl = Crawl(store)
     crawl.chain("s", "upper", "lower")  # upper (a result, expanded) leads to lower (a result)

@@ -72,10 +72,10 @@ def test_ata_is_formula_10_with_anchor_similarity() -> None:
     assert two[0] > priorities[0] and two.sum() == pytest.approx(0.6)
 
 
-def test_ata_equals_jlse_without_a_qtable(phone_model: TopicModel) -> None:
+def test_ata_equals_jlse_paper_without_a_qtable(phone_model: TopicModel) -> None:
     settings = Settings()
     ata = make_strategy("ata", settings, phone_model)
-    jlse = make_strategy("jlse", settings, phone_model, qtable=lambda: None)
+    jlse = make_strategy("jlse-paper", settings, phone_model, qtable=lambda: None)
     args = (0.75, 1, ANCHORS, URLS, CONTEXTS)
     assert jlse.score_links(*args) == pytest.approx(ata.score_links(*args))
     assert jlse.score_links(*args).sum() == pytest.approx(0.75)
@@ -87,10 +87,43 @@ def test_jlse_product_variant_is_relevance_times_similarity(phone_model: TopicMo
     assert product.score_links(0.5, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx(0.5 * sims)
 
 
-def test_jlse_ranks_topical_anchor_first(phone_model: TopicModel) -> None:
-    jlse = make_strategy("jlse", Settings(), phone_model)
+@pytest.mark.parametrize("name", ["jlse", "jlse-paper", "jlse-product"])
+def test_jlse_ranks_topical_anchor_first(name: str, phone_model: TopicModel) -> None:
+    jlse = make_strategy(name, Settings(), phone_model)
     priorities = jlse.score_links(1.0, 0, ANCHORS, URLS, CONTEXTS)
     assert int(np.argmax(priorities)) == 0
+
+
+class FixedEvidence:
+    """A JLSE evaluator stand-in with fixed (sim_anchor, sim_predicted)."""
+
+    def __init__(self, sim_anchor, sim_predicted) -> None:
+        self.values = (np.array(sim_anchor, dtype=float), np.array(sim_predicted, dtype=float))
+
+    def evidence(self, anchors, urls, contexts):
+        return self.values
+
+
+def test_default_jlse_scales_joint_similarity_by_relevance_with_a_floor() -> None:
+    from models.strategies import LearnedTunnelling
+
+    jlse = LearnedTunnelling(FixedEvidence([0.9, 0.01, 0.2], [0.1, 0.8, 0.0]), tunnel_weight=0.1)
+    relevant = jlse.score_links(0.7, 0, ANCHORS, URLS, CONTEXTS)
+    assert relevant == pytest.approx([0.7 * 0.9, 0.7 * 0.8, 0.7 * 0.2])  # not shared out
+    hub = jlse.score_links(0.001, 0, ANCHORS, URLS, CONTEXTS)  # an irrelevant page
+    assert hub == pytest.approx([0.1 * 0.9, 0.1 * 0.8, 0.1 * 0.2])  # the tunnel floor
+
+
+def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
+    jlse = make_strategy("jlse", Settings(relevance_threshold=0.6), phone_model)
+    assert jlse.should_expand(0.01, is_target=False)  # irrelevant pages are expanded
+    assert not jlse.should_expand(0.99, is_target=True)  # targets are not (the paper's rule)
+    assert make_strategy("jlse", Settings(expand_targets=True), phone_model).should_expand(
+        0.99, is_target=True)
+
+
+def test_tunnel_weight_reaches_the_strategy(phone_model: TopicModel) -> None:
+    assert make_strategy("jlse", Settings(tunnel_weight=0.3), phone_model).tunnel_weight == 0.3
 
 
 # --- OPIC ---
@@ -161,7 +194,7 @@ def test_every_setting_strategy_is_available() -> None:
     assert sorted(STRATEGIES) == available_strategies()
 
 
-@pytest.mark.parametrize("name", ["ata", "jlse", "jlse-product", "bayes"])
+@pytest.mark.parametrize("name", ["ata", "jlse", "jlse-paper", "jlse-product", "bayes"])
 def test_model_strategies_need_a_model(name: str) -> None:
     with pytest.raises(StrategyError, match="needs a topic model"):
         make_strategy(name, Settings(), None)
@@ -174,8 +207,8 @@ def test_vsm_needs_keywords() -> None:
 
 
 @pytest.mark.parametrize("name, focused", [
-    ("bfs", False), ("best-first", False), ("opic", False), ("ata", True), ("jlse", True),
-    ("jlse-product", True), ("bayes", True), ("vsm", True),
+    ("bfs", False), ("best-first", False), ("opic", False), ("ata", True), ("jlse", False),
+    ("jlse-paper", True), ("jlse-product", True), ("bayes", True), ("vsm", True),
 ])
 def test_focus_per_the_paper(name: str, focused: bool, phone_model: TopicModel) -> None:
     settings = Settings(keywords=["smartphone"], relevance_threshold=0.6)

@@ -103,9 +103,11 @@ class CrawlStore(ABC):
         """Rows of the ResultTable (target pages)."""
 
     @abstractmethod
-    def learning_graph(self) -> LearningGraphRows:
+    def learning_graph(self, dead_ends: bool = False) -> LearningGraphRows:
         """G_w's vertices: every ResultTable link and its ancestors up to a seed (SPEC 1).
 
+        With ``dead_ends``, also every other fetched link (the negative evidence of the default
+        JLSE: on no path to a result, those vertices learn Q = 0).
         Each link appears once even when many results share it; a parent cycle (a corrupt
         database) ends instead of looping. Rows are streamed, not read all at once.
         """

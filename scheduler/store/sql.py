@@ -54,10 +54,14 @@ LEARNING_GRAPH_SQL = (
     " SELECT url_id FROM results"
     " UNION"
     " SELECT (SELECT l.parent_id FROM links l WHERE l.id = p.id) FROM path p"
+    "), vertex (id) AS ("
+    " SELECT id FROM path"
+    " UNION"
+    " SELECT id FROM links WHERE status = 'fetched' AND ? = 1"
     ") "
     "SELECT l.id, COALESCE(l.parent_id, -1), l.url, l.anchor_text, l.context,"
     " CASE WHEN r.url_id IS NULL THEN 0 ELSE 1 END "
-    "FROM path p JOIN links l ON l.id = p.id LEFT JOIN results r ON r.url_id = l.id"
+    "FROM vertex p JOIN links l ON l.id = p.id LEFT JOIN results r ON r.url_id = l.id"
 )
 STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
 
@@ -300,9 +304,9 @@ class SqlCrawlStore(CrawlStore):
         return self._run(work, what, write=False)
 
     # --- results, statistics, export ---
-    def learning_graph(self) -> LearningGraphRows:
+    def learning_graph(self, dead_ends: bool = False) -> LearningGraphRows:
         def work(cur: Any) -> LearningGraphRows:
-            cur.execute(LEARNING_GRAPH_SQL)
+            cur.execute(self._q(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
             return read_graph_rows(cur)
 
         rows = self._run_streaming(work, "learning_graph")
