@@ -4,7 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench lint services clean
+.PHONY: install demo test test-fast bench lint services clean \
+        cluster-up cluster-down worker learner dispatcher flower status
 
 install: $(STAMP)
 
@@ -34,3 +35,24 @@ lint: install
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
+
+# Distributed mode (scripts/cluster.sh, deploy/README.md). The roles read REDIS_URL,
+# CELERY_BROKER_URL, DATABASE_URL and PGPASSWORD from the environment (defaults: local services).
+WORKERS ?= 2
+RUN_DIR ?= runs/cluster
+JLSE    ?= $(BIN)/jlse
+CELERY  ?= $(BIN)/celery
+CLUSTER := WORKERS='$(WORKERS)' RUN_DIR='$(RUN_DIR)' JLSE='$(JLSE)' CELERY='$(CELERY)' \
+           scripts/cluster.sh
+
+cluster-up: install
+	$(CLUSTER) up
+
+cluster-down:
+	$(CLUSTER) down
+
+worker learner dispatcher flower: install
+	$(CLUSTER) run $@
+
+status: install
+	$(JLSE) status

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,18 +31,93 @@ def _setting_pairs(pairs: list[str]) -> dict[str, Any]:
 def cmd_crawl(args: argparse.Namespace) -> int:
     from jlse.run import run_crawl
 
-    if args.frontier:
-        print("error: --frontier (distributed mode) is not available yet in this version; "
-              "omit it for an embedded crawl", file=sys.stderr)
-        return EXIT_USAGE
     overrides = _setting_pairs(args.set or [])
     overrides.update({"max_pages": args.max_pages, "strategy": args.strategy,
                       "concurrency": args.concurrency})
+    if args.frontier:
+        return _crawl_distributed(args, overrides)
     summary = run_crawl(args.topic, overrides, workdir=args.workdir, store_url=args.store,
                         resume=args.resume, fresh=args.fresh,
                         progress=False if args.no_progress else None)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
     return EXIT_INTERRUPTED if summary.reason == "interrupted" else EXIT_OK
+
+
+def _crawl_distributed(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    from jlse import cluster
+
+    store_url = args.store or os.environ.get("DATABASE_URL")
+    if not store_url or not store_url.startswith(("postgresql://", "postgres://")):
+        print("error: --frontier needs a PostgreSQL crawl database: --store postgresql://... "
+              "(or DATABASE_URL)", file=sys.stderr)
+        return EXIT_USAGE
+    crawl_id = cluster.register_crawl(args.topic, overrides, store_url, args.frontier,
+                                      args.crawl_id, resume=args.resume)
+    summary = cluster.follow_crawl(args.frontier, crawl_id,
+                                   progress=False if args.no_progress else None)
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
+    return EXIT_INTERRUPTED if summary.reason == "interrupted" else EXIT_OK
+
+
+def cmd_dispatcher(args: argparse.Namespace) -> int:
+    from jlse import cluster
+
+    cluster.use_redis(args.frontier)
+    cluster.run_dispatcher()
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from jlse import cluster
+
+    cluster.use_redis(args.frontier)
+    if args.command == "learner":
+        cluster.run_worker("learn", 1, args.hostname or "learner@%h", args.pool)
+    else:
+        cluster.run_worker("fetch", args.concurrency, args.hostname, args.pool)
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from jlse import cluster
+
+    cluster.use_redis(args.frontier)
+    status = cluster.cluster_status(args.crawl_id, ping_timeout=args.timeout)
+    print(json.dumps(status, indent=2) if args.json else cluster.render_status(status))
+    return EXIT_OK
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from jlse import cluster
+
+    url = args.frontier or os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    queued = cluster.rebuild_frontier(args.crawl_id, args.store, url)
+    print(f"frontier of crawl {args.crawl_id} rebuilt from the crawl database: {queued} URLs queued")
+    return EXIT_OK
+
+
+def _add_cluster_parsers(sub: Any) -> None:
+    dispatcher = sub.add_parser("dispatcher", help="distributed mode: feed the workers")
+    worker = sub.add_parser("worker", help="distributed mode: a Celery fetch worker")
+    worker.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    learner = sub.add_parser("learner", help="distributed mode: the Celery learner worker")
+    status = sub.add_parser("status", help="distributed mode: crawls and workers")
+    status.add_argument("--crawl-id")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--timeout", type=float, default=1.0, help="worker ping timeout (s)")
+    frontier = sub.add_parser("frontier", help="distributed mode: frontier maintenance")
+    frontier.add_argument("action", choices=("rebuild",))
+    frontier.add_argument("--crawl-id", required=True)
+    frontier.add_argument("--store", help="crawl database URL (default: the registered one)")
+    for role in (worker, learner):
+        role.add_argument("--hostname", help="Celery node name, e.g. w1@%%h")
+        role.add_argument("--pool", choices=("prefork", "solo", "threads"), help="Celery pool")
+        role.set_defaults(func=cmd_worker)
+    for parser in (dispatcher, worker, learner, status, frontier):
+        parser.add_argument("--frontier", help="frontier Redis URL (default: REDIS_URL)")
+    dispatcher.set_defaults(func=cmd_dispatcher)
+    status.set_defaults(func=cmd_status)
+    frontier.set_defaults(func=cmd_frontier)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -138,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--concurrency", type=int)
     crawl.add_argument("--store", help="crawl database URL (sqlite:///... or postgresql://...)")
     crawl.add_argument("--frontier", help="redis://... frontier (distributed mode)")
+    crawl.add_argument("--crawl-id", help="distributed mode: default the topic name")
     crawl.add_argument("--workdir", type=Path, help="default: runs/<topic name>")
     crawl.add_argument("--resume", action="store_true", help="continue the crawl in the store")
     crawl.add_argument("--fresh", action="store_true", help="delete the workdir's crawl first")
@@ -195,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--strategy", choices=STRATEGIES, default="jlse")
     demo.add_argument("--workdir", default="runs/demo")
     demo.set_defaults(func=cmd_demo)
+    _add_cluster_parsers(sub)
     return parser
 
 
@@ -218,10 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     _log_to_terminal(args.verbose)
     from jlse.run import CrawlSetupError
     from jlse.topic import TopicError
+    from scheduler.crawl_registry import RegistryError
 
     try:
         return args.func(args)
-    except (SettingsError, TopicError, CrawlSetupError, ValueError) as exc:
+    except (SettingsError, TopicError, CrawlSetupError, RegistryError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -70,6 +70,9 @@ class Settings:
     low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
+    # --- distributed mode (--frontier redis://...) ---
+    max_outstanding: int = 0  # fetch tasks queued or running at once; 0 = 2 x concurrency
+    lease_seconds: float = 300.0  # a popped URL returns to the frontier if not done by then
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
@@ -108,6 +111,10 @@ class Settings:
                     "max_depth", "max_redirects"):
             if getattr(self, key) < 0:
                 raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if self.max_outstanding < 0:
+            raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
+        if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task
+            raise SettingsError(f"lease_seconds: must be at least 5, got {self.lease_seconds}")
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):

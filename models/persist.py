@@ -179,3 +179,43 @@ def _write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+
+
+BLOB_HEADER_ARRAY = "__header__"  # the JSON header inside a model blob, as a uint8 array
+
+
+def topic_model_to_bytes(model: TopicModel) -> bytes:
+    """The model as one ``.npz`` blob: its raw arrays plus a UTF-8 JSON header (no pickle).
+
+    For distributed mode, where the model travels through Redis to every worker."""
+    arrays, state = model.get_state()
+    if BLOB_HEADER_ARRAY in arrays:
+        raise ValueError(f"topic_model_to_bytes: array name {BLOB_HEADER_ARRAY!r} is reserved")
+    for name, array in arrays.items():
+        if not isinstance(array, np.ndarray) or array.dtype.hasobject:
+            raise TypeError(f"topic_model_to_bytes: array {name!r} is not a plain numeric/text array")
+    header = {"format_version": FORMAT_VERSION, "libraries": library_versions(),
+              "page_classifier": model.page_classifier, "topic_model": state}
+    text = json.dumps(header, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays, **{BLOB_HEADER_ARRAY: np.frombuffer(text, dtype=np.uint8)})
+    return buffer.getvalue()
+
+
+def topic_model_from_bytes(blob: bytes, source: str = "model blob") -> TopicModel:
+    """The model :func:`topic_model_to_bytes` wrote; ModelFileError/ModelVersionError if not."""
+    where = Path(source)
+    try:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        header = json.loads(arrays.pop(BLOB_HEADER_ARRAY).tobytes().decode("utf-8"))
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"{source}: not a topic model blob ({exc})") from None
+    if not isinstance(header, dict):
+        raise ModelFileError(f"{source}: not a topic model blob (header is not an object)")
+    check_compatible(header, where)
+    try:
+        return TopicModel.from_state(arrays, header["topic_model"])
+    except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
+        raise ModelFileError(f"{source}: blob does not describe a topic model "
+                             f"({type(exc).__name__}: {exc})") from None

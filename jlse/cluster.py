@@ -1,0 +1,312 @@
+"""Distributed mode from the command line: register a crawl, follow it, run the roles, status.
+
+``jlse crawl --frontier redis://…`` registers the crawl in Redis (``scheduler.crawl_registry``)
+and adds its seeds; the dispatcher (``jlse dispatcher``) feeds the Celery workers
+(``jlse worker``), a learner worker (``jlse learner``) learns Q-tables. Which Redis: ``--frontier``
+for the crawl command, ``REDIS_URL`` for the roles (they must name the same Redis database).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from jlse.embedded import UNCOUNTED_OUTCOMES
+from jlse.progress import CrawlSummary
+from jlse.run import CrawlSetupError
+from jlse.settings import Settings
+from jlse.topic import build_topic_model, load_topic
+from learner.publish import RedisQTableStore
+from models.persist import topic_model_to_bytes
+from models.strategies import make_strategy
+from scheduler.crawl_registry import (
+    CrawlRegistry,
+    check_crawl_id,
+    connect,
+    settings_from_config,
+    strip_password,
+)
+from scheduler.records import CrawlTask, NewLink
+from scheduler.redis_frontier import RedisFrontier
+from scheduler.store import open_store, redact_url
+from scheduler.store.base import CrawlStore
+
+log = logging.getLogger(__name__)
+
+META_CONFIG, META_MODEL = "cluster_config", "cluster_model_b64"
+POLL_SECONDS = 0.5
+
+
+def use_redis(url: str | None) -> None:
+    """Make ``url`` the frontier Redis of this process (before the Celery app is imported)."""
+    if url:
+        os.environ["REDIS_URL"] = url
+
+
+def frontier_of(registry: CrawlRegistry, crawl_id: str, settings: Settings) -> RedisFrontier:
+    return RedisFrontier(registry.client, registry.frontier_prefix(crawl_id),
+                         max_size=settings.frontier_size, lease_seconds=settings.lease_seconds,
+                         default_delay=settings.politeness_delay)
+
+
+# --- registering a crawl -------------------------------------------------------------------
+def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: str,
+                   frontier_url: str, crawl_id: str | None = None,
+                   resume: bool = False) -> str:
+    """Register (or with ``resume`` re-register) a crawl and queue its seeds; its id."""
+    topic = load_topic(topic_dir, overrides)
+    settings = topic.settings
+    crawl_id = check_crawl_id(crawl_id or topic.name)
+    registry = CrawlRegistry(connect(frontier_url))
+    _check_not_running(registry, crawl_id, resume)
+    model = build_topic_model(topic)
+    blob = topic_model_to_bytes(model) if model is not None else None
+    config = {"crawl_id": crawl_id, "topic": topic.name, "settings": settings.to_dict(),
+              "store_url": strip_password(store_url), "seeds": topic.seeds,
+              "max_pages": settings.max_pages, "status": "starting", "reason": "",
+              "created_at": time.time(), "classified": model is not None}
+    with open_store(store_url) as store:
+        resuming = _check_resume(store, resume, store_url)
+        _save_meta(store, config, blob, settings)
+        counters = store_counters(store, settings) if resuming else {}
+        if not resuming:
+            registry.clear(crawl_id)  # an old registration of this id (a finished crawl)
+        registry.register(crawl_id, config, blob, counters)
+        frontier = frontier_of(registry, crawl_id, settings)
+        if resuming:
+            registry.set_host_counts(crawl_id, store.host_fetch_counts())
+            if frontier.stats()["seen"] == 0:  # Redis lost the frontier: PostgreSQL has it
+                frontier.rebuild(store)
+        seed_priority = make_strategy(settings.strategy, settings, model).seed_priority()
+        _add_seeds(store, frontier, topic.seeds, seed_priority)
+    registry.set_status(crawl_id, "running")
+    return crawl_id
+
+
+def _check_not_running(registry: CrawlRegistry, crawl_id: str, resume: bool) -> None:
+    if resume or not registry.exists(crawl_id):
+        return
+    if registry.config(crawl_id).get("status") in ("running", "starting"):
+        raise CrawlSetupError(f"crawl {crawl_id!r} is running: continue it with --resume or "
+                              "pick another --crawl-id")
+
+
+def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
+    has_crawl = store.stats().links > 0
+    if has_crawl and not resume:
+        raise CrawlSetupError(f"{redact_url(store_url)} already holds a crawl: continue it with "
+                              "--resume, or use another database")
+    return has_crawl
+
+
+def _save_meta(store: CrawlStore, config: dict, blob: bytes | None, settings: Settings) -> None:
+    """PostgreSQL keeps what Redis holds, so a crawl survives the loss of Redis's data."""
+    store.set_meta("topic", config["topic"])
+    store.set_meta("strategy", settings.strategy)
+    store.set_meta("settings", json.dumps(settings.to_dict()))
+    store.set_meta(META_CONFIG, json.dumps(config))
+    store.set_meta(META_MODEL, base64.b64encode(blob).decode("ascii") if blob else "")
+
+
+def store_counters(store: CrawlStore, settings: Settings) -> dict[str, int]:
+    """The counters as the crawl database knows them (on resume and rebuild)."""
+    stats = store.stats(settings.relevance_threshold)
+    uncounted = {outcome.value for outcome in UNCOUNTED_OUTCOMES}
+    fetched = sum(n for outcome, n in stats.outcomes.items() if outcome not in uncounted)
+    return {"fetched": fetched, "relevant": stats.relevant, "targets": stats.targets,
+            "rejected": stats.rejected}
+
+
+def _add_seeds(store: CrawlStore, frontier: RedisFrontier, seeds: list[str],
+               priority: float) -> None:
+    links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]
+    ids = store.add_links(links)
+    frontier.add_new([CrawlTask(url=link.url, url_id=url_id, priority=link.priority)
+                      for link, (url_id, _) in zip(links, ids, strict=True)])
+
+
+# --- following a crawl ---------------------------------------------------------------------
+def follow_crawl(frontier_url: str, crawl_id: str, progress: bool | None = None) -> CrawlSummary:
+    """Show progress from the Redis counters until the crawl is done or stopped.
+
+    Ctrl+C marks the crawl stopped (the tasks in flight still finish) and returns."""
+    registry = CrawlRegistry(connect(frontier_url))
+    config = registry.config(crawl_id)
+    settings = settings_from_config(config)
+    started = time.monotonic()
+    bar = tqdm(total=settings.max_pages, unit="page", dynamic_ncols=True, smoothing=0.1,
+               disable=None if progress is None else not progress)  # None: only on a TTY
+    reason = _poll(registry, crawl_id, settings, bar)
+    bar.close()
+    return summarise(registry, crawl_id, reason, time.monotonic() - started)
+
+
+def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm) -> str:
+    frontier = frontier_of(registry, crawl_id, settings)
+    warned = False
+    try:
+        while True:
+            raw = registry.config_raw(crawl_id)
+            if raw is None:  # Redis lost the crawl's keys: `jlse frontier rebuild` restores them
+                if not warned:
+                    log.warning("crawl %s is gone from Redis; run `jlse frontier rebuild "
+                                "--crawl-id %s` to continue it", crawl_id, crawl_id)
+                    warned = True
+                time.sleep(POLL_SECONDS)
+                continue
+            config = json.loads(raw)
+            counters = registry.counters(crawl_id)
+            _show(bar, counters, len(frontier))
+            if config["status"] in ("done", "stopped"):
+                return config.get("reason") or config["status"]
+            time.sleep(POLL_SECONDS)
+    except KeyboardInterrupt:
+        registry.set_status(crawl_id, "stopped", "interrupted")
+        return "interrupted"
+
+
+def _show(bar: tqdm, counters: dict[str, float], frontier_size: int) -> None:
+    fetched = int(counters["fetched"])
+    bar.update(max(0, min(fetched, bar.total) - bar.n))
+    harvest = counters["relevant"] / fetched if fetched else 0.0
+    bar.set_postfix(relevant=int(counters["relevant"]), harvest=f"{harvest:.2f}",
+                    frontier=frontier_size, refresh=False)
+
+
+def summarise(registry: CrawlRegistry, crawl_id: str, reason: str,
+              elapsed: float) -> CrawlSummary:
+    config = registry.config(crawl_id)
+    settings = settings_from_config(config)
+    counters = registry.counters(crawl_id)
+    with open_store(config["store_url"]) as store:
+        outcomes = store.stats(settings.relevance_threshold).outcomes
+    qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
+    return CrawlSummary(
+        reason=reason, fetched=int(counters["fetched"]), relevant=int(counters["relevant"]),
+        targets=int(counters["targets"]), elapsed=elapsed,
+        frontier_left=len(frontier_of(registry, crawl_id, settings)),
+        store_url=redact_url(config["store_url"]), outcomes=outcomes,
+        classified=bool(config.get("classified", True)),
+        qtable_version=qtables.current_version())
+
+
+# --- recovery ------------------------------------------------------------------------------
+def rebuild_frontier(crawl_id: str, store_url: str | None, frontier_url: str) -> int:
+    """Restore a crawl's Redis state from PostgreSQL (after Redis lost it); URLs queued."""
+    registry = CrawlRegistry(connect(frontier_url))
+    config = registry.config(crawl_id) if registry.exists(crawl_id) else None
+    store_url = store_url or (config or {}).get("store_url")
+    if not store_url:
+        raise CrawlSetupError(f"crawl {crawl_id!r} is not in Redis: give its --store")
+    with open_store(store_url) as store:
+        if config is None:
+            config = _config_from_store(store, crawl_id)
+            raw_model = store.get_meta(META_MODEL) or ""
+            blob = base64.b64decode(raw_model) if raw_model else None
+            settings = settings_from_config(config)
+            counters = {**store_counters(store, settings), "learned_at_results": 0}
+            registry.register(crawl_id, dict(config, status="starting"), blob, counters)
+        settings = settings_from_config(config)
+        registry.set_host_counts(crawl_id, store.host_fetch_counts())
+        queued = frontier_of(registry, crawl_id, settings).rebuild(store)
+    registry.set_status(crawl_id, "running")
+    return queued
+
+
+def _config_from_store(store: CrawlStore, crawl_id: str) -> dict[str, Any]:
+    raw = store.get_meta(META_CONFIG)
+    if not raw:
+        raise CrawlSetupError("the crawl database holds no distributed crawl to rebuild")
+    config = json.loads(raw)
+    if config.get("crawl_id") != crawl_id:
+        raise CrawlSetupError(f"the crawl database holds crawl {config.get('crawl_id')!r}, "
+                              f"not {crawl_id!r}")
+    return config
+
+
+# --- the roles -----------------------------------------------------------------------------
+def run_dispatcher() -> None:
+    """The dispatcher role, until SIGTERM or Ctrl+C."""
+    from scheduler.dispatcher import Dispatcher
+    from workers.celery_app import FETCH_QUEUE, app
+
+    def send(crawl_id: str, task: dict) -> None:
+        app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE)
+
+    dispatcher = Dispatcher(CrawlRegistry(connect()), send)
+    signal.signal(signal.SIGTERM, lambda *_: dispatcher.stop())
+    try:
+        dispatcher.run()
+    except KeyboardInterrupt:
+        pass
+
+
+def run_worker(queue: str, concurrency: int, hostname: str | None,
+               pool: str | None = None) -> None:
+    """A Celery worker on ``queue`` (events on, for Flower)."""
+    from workers.celery_app import app
+
+    app.conf.worker_hijack_root_logger = True  # the worker logs as Celery does (INFO)
+    argv = ["worker", "-Q", queue, "-c", str(concurrency), "-E", "--loglevel=INFO"]
+    if hostname:
+        argv += ["-n", hostname]
+    if pool:
+        argv += ["-P", pool]
+    app.worker_main(argv)
+
+
+def cluster_status(crawl_id: str | None = None, ping_timeout: float = 1.0) -> dict[str, Any]:
+    """Per crawl: status, frontier, leases, pages/s, harvest, Q-table version; worker health."""
+    from workers.celery_app import app
+
+    registry = CrawlRegistry(connect())
+    crawls = {}
+    for cid in [crawl_id] if crawl_id else registry.known():
+        crawls[cid] = _crawl_status(registry, cid)
+    replies = app.control.inspect(timeout=ping_timeout).ping() or {}
+    workers = {name: reply.get("ok") == "pong" for name, reply in replies.items()}
+    return {"crawls": crawls, "workers": workers}
+
+
+def _crawl_status(registry: CrawlRegistry, crawl_id: str) -> dict[str, Any]:
+    config = registry.config(crawl_id)
+    settings = settings_from_config(config)
+    counters = registry.counters(crawl_id)
+    stats = frontier_of(registry, crawl_id, settings).stats()
+    fetched = int(counters["fetched"])
+    qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
+    return {
+        "status": config["status"], "reason": config.get("reason", ""),
+        "strategy": settings.strategy, "max_pages": settings.max_pages, "fetched": fetched,
+        "relevant": int(counters["relevant"]), "targets": int(counters["targets"]),
+        "harvest_rate": round(counters["relevant"] / fetched, 4) if fetched else 0.0,
+        "pages_per_s": counters.get("pages_per_s", 0.0), "frontier": stats["queued"],
+        "in_flight": stats["in_flight"], "hosts": stats["hosts"],
+        "qtable_version": qtables.current_version(),
+        "worker_qtables": registry.workers(crawl_id),
+    }
+
+
+def render_status(status: dict[str, Any]) -> str:
+    lines = []
+    for cid, s in status["crawls"].items():
+        lines.append(f"crawl {cid}: {s['status']} {s['reason']}".rstrip())
+        lines.append(f"  fetched {s['fetched']}/{s['max_pages']}  {s['pages_per_s']:.1f} pages/s"
+                     f"  harvest {s['harvest_rate']:.3f}  targets {s['targets']}")
+        lines.append(f"  frontier {s['frontier']} queued on {s['hosts']} hosts, "
+                     f"{s['in_flight']} in flight;  Q-table v{s['qtable_version']}")
+    if not status["crawls"]:
+        lines.append("no crawls registered")
+    workers = status["workers"]
+    lines.append(f"workers ({len(workers)} answered): " +
+                 (", ".join(f"{n} {'ok' if ok else 'BAD'}" for n, ok in sorted(workers.items()))
+                  or "none"))
+    return "\n".join(lines)

@@ -1,0 +1,259 @@
+"""Distributed crawls registered in Redis: what every worker, the dispatcher and the CLI share.
+
+Keys (R = the root prefix, ``jlse:`` unless ``JLSE_KEY_PREFIX`` is set; C = R + crawl id + ":"):
+
+=====================  ======  ================================================================
+R + "crawls"           set     ids of the crawls the dispatcher serves (status running)
+C + "config"           string  JSON: settings, store URL (no password), seeds, max_pages,
+                               status running|done|stopped, created_at, reason
+C + "model"            string  the topic model: ``.npz`` of raw arrays + JSON header (no pickle)
+C + "counters"         hash    fetched, relevant, targets, rejected, requeued,
+                               learned_at_results, pages_per_s (dispatcher's estimate)
+C + "hosts"            hash    host -> pages fetched (``max_pages_per_host`` across workers)
+C + "robots_failures"  hash    host -> robots.txt unavailable so far (requeue limit)
+C + "workers"          hash    worker name -> Q-table version it serves (status, tests)
+C + "frontier:"        -       the ``RedisFrontier`` keys
+C + "qtable:"          -       the ``RedisQTableStore`` keys
+=====================  ======  ================================================================
+
+PostgreSQL stays the source of truth: the config and model are also kept in the crawl
+database's meta table, so ``jlse frontier rebuild`` restores a crawl whose Redis keys are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from jlse.settings import Settings, apply_overrides
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+COUNTER_FIELDS = ("fetched", "relevant", "targets", "rejected", "requeued", "learned_at_results")
+STATUSES = ("starting", "running", "done", "stopped")
+_CRAWL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+# ARGV: counters key, targets now, cf. Claims a learning round once per cf new results.
+_CLAIM_LEARN = r"""
+local learned = tonumber(redis.call('HGET', KEYS[1], 'learned_at_results') or '0')
+local targets, cf = tonumber(ARGV[1]), tonumber(ARGV[2])
+if targets >= learned + cf then
+  redis.call('HSET', KEYS[1], 'learned_at_results', targets)
+  return 1
+end
+return 0
+"""
+
+
+class RegistryError(RuntimeError):
+    """A crawl is missing from Redis or its registration is unreadable."""
+
+
+def settings_from_config(config: dict[str, Any]) -> Settings:
+    """The crawl's settings as registered (validated again)."""
+    return apply_overrides(Settings(), config["settings"], source="crawl config in Redis")
+
+
+def redis_url() -> str:
+    """The frontier/registry Redis: ``REDIS_URL``, default the local Redis, db 0."""
+    return os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+
+
+def broker_url() -> str:
+    """The Celery broker: ``CELERY_BROKER_URL``, else db 1 of ``REDIS_URL``'s server (the
+    frontier and the broker keep separate databases)."""
+    explicit = os.environ.get("CELERY_BROKER_URL")
+    if explicit:
+        return explicit
+    parts = urlsplit(redis_url())
+    return urlunsplit((parts.scheme, parts.netloc, "/1", parts.query, parts.fragment))
+
+
+def key_prefix() -> str:
+    """The root of every registry key (tests use a private one)."""
+    return os.environ.get("JLSE_KEY_PREFIX") or "jlse:"
+
+
+def check_crawl_id(crawl_id: str) -> str:
+    if not _CRAWL_ID.match(crawl_id):
+        raise ValueError(f"crawl id {crawl_id!r}: use 1-100 letters, digits, '_', '.' or '-'")
+    return crawl_id
+
+
+def strip_password(url: str) -> str:
+    """``url`` without its password (workers take it from PGPASSWORD in their environment)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def connect(url: str | None = None) -> redis.Redis:
+    """A binary-safe client (models and Q-tables are bytes)."""
+    return redis.Redis.from_url(url or redis_url(), socket_connect_timeout=5,
+                                health_check_interval=30)
+
+
+class CrawlRegistry:
+    """Reads and writes the registry keys above for any number of crawls."""
+
+    def __init__(self, client: redis.Redis, root: str | None = None) -> None:
+        self.client = client
+        self.root = root if root is not None else key_prefix()
+        self._claim_learn = client.register_script(_CLAIM_LEARN)
+
+    def prefix(self, crawl_id: str) -> str:
+        return f"{self.root}{check_crawl_id(crawl_id)}:"
+
+    def frontier_prefix(self, crawl_id: str) -> str:
+        return self.prefix(crawl_id) + "frontier:"
+
+    def qtable_prefix(self, crawl_id: str) -> str:
+        return self.prefix(crawl_id) + "qtable:"
+
+    # -- registration ---------------------------------------------------------------------
+
+    def register(self, crawl_id: str, config: dict[str, Any], model: bytes | None,
+                 counters: dict[str, int | float]) -> None:
+        """Write config, model and counters, and make the crawl active (one transaction)."""
+        p = self.prefix(crawl_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.set(p + "config", json.dumps(config))
+        if model is None:
+            pipe.delete(p + "model")
+        else:
+            pipe.set(p + "model", model)
+        pipe.delete(p + "counters")
+        pipe.hset(p + "counters", mapping={k: counters.get(k, 0) for k in COUNTER_FIELDS})
+        if config.get("status") == "running":
+            pipe.sadd(self.root + "crawls", crawl_id)
+        pipe.execute()
+
+    def exists(self, crawl_id: str) -> bool:
+        return bool(self.client.exists(self.prefix(crawl_id) + "config"))
+
+    def config(self, crawl_id: str) -> dict[str, Any]:
+        raw = self.client.get(self.prefix(crawl_id) + "config")
+        if raw is None:
+            raise RegistryError(f"crawl {crawl_id!r} is not registered in Redis")
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
+
+    def config_raw(self, crawl_id: str) -> bytes | None:
+        return self.client.get(self.prefix(crawl_id) + "config")
+
+    def model_bytes(self, crawl_id: str) -> bytes | None:
+        return self.client.get(self.prefix(crawl_id) + "model")
+
+    def set_status(self, crawl_id: str, status: str, reason: str = "") -> None:
+        """Change the status in the config (WATCH: never loses a concurrent edit)."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown crawl status {status!r}")
+        key = self.prefix(crawl_id) + "config"
+        with self.client.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    raw = pipe.get(key)
+                    if raw is None:
+                        pipe.reset()
+                        raise RegistryError(f"crawl {crawl_id!r} is not registered in Redis")
+                    config = json.loads(raw)
+                    config.update(status=status, reason=reason)
+                    pipe.multi()
+                    pipe.set(key, json.dumps(config))
+                    if status == "running":
+                        pipe.sadd(self.root + "crawls", crawl_id)
+                    else:
+                        pipe.srem(self.root + "crawls", crawl_id)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
+    def active(self) -> list[str]:
+        return sorted(member.decode() for member in self.client.smembers(self.root + "crawls"))
+
+    def known(self) -> list[str]:
+        """Every registered crawl id (active or not)."""
+        pattern = _glob_escape(self.root) + "*:config"
+        ids = (key.decode()[len(self.root):-len(":config")]
+               for key in self.client.scan_iter(match=pattern, count=1000))
+        return sorted(crawl_id for crawl_id in ids if _CRAWL_ID.match(crawl_id))
+
+    # -- counters -------------------------------------------------------------------------
+
+    def counters(self, crawl_id: str) -> dict[str, float]:
+        raw = self.client.hgetall(self.prefix(crawl_id) + "counters")
+        values = {key.decode(): float(value) for key, value in raw.items()}
+        for name in COUNTER_FIELDS:
+            values.setdefault(name, 0.0)
+        return values
+
+    def bump(self, crawl_id: str, **deltas: int) -> dict[str, int]:
+        """Add to counters in one round trip; the new values of those counters."""
+        key = self.prefix(crawl_id) + "counters"
+        pipe = self.client.pipeline(transaction=False)
+        names = [name for name, delta in deltas.items() if delta]
+        for name in names:
+            pipe.hincrby(key, name, deltas[name])
+        return dict(zip(names, (int(v) for v in pipe.execute()), strict=True))
+
+    def set_counter(self, crawl_id: str, name: str, value: float) -> None:
+        self.client.hset(self.prefix(crawl_id) + "counters", name, value)
+
+    def claim_learning(self, crawl_id: str, targets: int, cf: int) -> bool:
+        """True for exactly one caller each time the results grew by ``cf`` since the last."""
+        key = self.prefix(crawl_id) + "counters"
+        return bool(self._claim_learn(keys=[key], args=[targets, cf]))
+
+    # -- per-host state -------------------------------------------------------------------
+
+    def host_counts(self, crawl_id: str, hosts: list[str]) -> dict[str, int]:
+        """Pages fetched per host, for ``hosts`` (one round trip)."""
+        if not hosts:
+            return {}
+        values = self.client.hmget(self.prefix(crawl_id) + "hosts", hosts)
+        return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
+
+    def note_host_fetch(self, crawl_id: str, host: str) -> int:
+        return int(self.client.hincrby(self.prefix(crawl_id) + "hosts", host.lower(), 1))
+
+    def set_host_counts(self, crawl_id: str, counts: dict[str, int]) -> None:
+        key = self.prefix(crawl_id) + "hosts"
+        self.client.delete(key)
+        if counts:
+            self.client.hset(key, mapping={host.lower(): n for host, n in counts.items()})
+
+    def robots_failures(self, crawl_id: str, host: str) -> int:
+        return int(self.client.hget(self.prefix(crawl_id) + "robots_failures", host) or 0)
+
+    def note_robots_failure(self, crawl_id: str, host: str) -> int:
+        return int(self.client.hincrby(self.prefix(crawl_id) + "robots_failures", host, 1))
+
+    def note_worker(self, crawl_id: str, worker: str, qtable_version: int) -> None:
+        self.client.hset(self.prefix(crawl_id) + "workers", worker, qtable_version)
+
+    def workers(self, crawl_id: str) -> dict[str, int]:
+        raw = self.client.hgetall(self.prefix(crawl_id) + "workers")
+        return {key.decode(): int(value) for key, value in raw.items()}
+
+    def clear(self, crawl_id: str) -> int:
+        """Delete every key of the crawl (frontier and Q-tables too); how many."""
+        self.client.srem(self.root + "crawls", crawl_id)
+        keys = list(self.client.scan_iter(match=_glob_escape(self.prefix(crawl_id)) + "*",
+                                          count=1000))
+        return sum(self.client.unlink(*keys[i:i + 1000]) for i in range(0, len(keys), 1000))
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

@@ -1,0 +1,57 @@
+"""The Celery app of distributed mode: queues ``fetch`` and ``learn``, JSON only.
+
+Configuration comes from the environment: ``CELERY_BROKER_URL`` (default: db 1 of
+``REDIS_URL``'s server, so the broker and the frontier keep separate databases) and
+``JLSE_KEY_PREFIX`` (a non-default one also prefixes every broker key, so several clusters or
+test sessions can share one Redis). No result backend: nothing waits for task results.
+
+Reliability: ``task_acks_late`` + ``task_reject_on_worker_lost`` + prefetch 1 mean a task is
+acknowledged only after it ran, and a worker killed mid-task gives its task back. The broker's
+visibility timeout (600 s) is above the task time limit (120 s), so a slow task is never
+delivered twice while it still runs. The frontier's own lease is the second line of defence:
+a task whose lease has ended (reaped and handed out again) is dropped by the worker.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from scheduler.crawl_registry import broker_url, key_prefix
+
+TASK_TIME_LIMIT = 120  # seconds; a fetch has its own deadline well below this
+VISIBILITY_TIMEOUT = 600  # above the time limit: a running task is never redelivered
+FETCH_QUEUE, LEARN_QUEUE = "fetch", "learn"
+
+
+def _transport_options() -> dict:
+    options: dict = {"visibility_timeout": VISIBILITY_TIMEOUT}
+    if key_prefix() != "jlse:":
+        options["global_keyprefix"] = key_prefix()
+    return options
+
+
+def make_app() -> Celery:
+    app = Celery("jlse", broker=broker_url(), include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=TASK_TIME_LIMIT,
+        task_soft_time_limit=TASK_TIME_LIMIT - 10,
+        broker_transport_options=_transport_options(),
+        broker_connection_retry_on_startup=True,
+        task_routes={"jlse.fetch": {"queue": FETCH_QUEUE}, "jlse.learn": {"queue": LEARN_QUEUE}},
+        task_default_queue=FETCH_QUEUE,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = make_app()

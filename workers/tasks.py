@@ -1,0 +1,30 @@
+"""The Celery tasks (thin: the work is in ``workers.distributed``)."""
+
+from __future__ import annotations
+
+import psycopg2
+import redis
+
+from scheduler.store.base import StoreError
+from workers.celery_app import app
+
+# Redis or PostgreSQL briefly unavailable: try again with exponential backoff (jittered).
+_RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
+                            psycopg2.OperationalError, StoreError),
+          "retry_backoff": 1, "retry_backoff_max": 60, "retry_jitter": True, "max_retries": 8}
+
+
+@app.task(name="jlse.fetch", queue="fetch", **_RETRY)
+def fetch(crawl_id: str, task: dict) -> str:
+    """Fetch, classify and store one leased URL of crawl ``crawl_id``; what became of it."""
+    from workers.distributed import process_task
+
+    return process_task(crawl_id, task)
+
+
+@app.task(name="jlse.learn", queue="learn", **_RETRY)
+def learn(crawl_id: str) -> int:
+    """Learn a Q-table from the crawl database and publish it; the version (0 if none)."""
+    from workers.distributed import learn_qtable
+
+    return learn_qtable(crawl_id)
