@@ -291,16 +291,27 @@ def _log_to_terminal(verbose: bool) -> None:
     root.setLevel(logging.INFO)
 
 
+def _usage_errors() -> tuple[type[BaseException], ...]:
+    """Errors shown as one line (exit 2). The registry's is only known once distributed mode
+    was used: importing it (and redis) up front would slow every command's start."""
+    from jlse.run import CrawlSetupError
+    from jlse.topic import TopicError
+
+    errors: list[type[BaseException]] = [SettingsError, TopicError, CrawlSetupError, ValueError]
+    registry = sys.modules.get("scheduler.crawl_registry")
+    if registry is not None:
+        errors.append(registry.RegistryError)
+    return tuple(errors)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _log_to_terminal(args.verbose)
-    from jlse.run import CrawlSetupError
-    from jlse.topic import TopicError
-    from scheduler.crawl_registry import RegistryError
-
     try:
         return args.func(args)
-    except (SettingsError, TopicError, CrawlSetupError, RegistryError, ValueError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _usage_errors()):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

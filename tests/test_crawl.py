@@ -91,6 +91,15 @@ def test_postgresql_store(phones_topic, sandbox, tmp_path, pg_store_url):
         assert store.stats().fetched >= 120
 
 
+def _wait_for_requests(sandbox, proc, at_least: int, timeout: float = 90.0) -> None:
+    """Wait until the sandbox served ``at_least`` requests (a loaded machine starts slowly)."""
+    deadline = time.monotonic() + timeout
+    while len(sandbox.log) < at_least:
+        assert proc.poll() is None, "the crawl ended before it could be interrupted"
+        assert time.monotonic() < deadline, "the crawl did not start fetching"
+        time.sleep(0.1)
+
+
 def test_ctrl_c_stops_cleanly_and_resume_finishes(phones_topic, sandbox, tmp_path):
     """SIGINT mid-crawl: exit 130, nothing lost; --resume reaches the budget, no refetch."""
     sandbox.clear_log()
@@ -101,8 +110,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(phones_topic, sandbox, tmp_pat
            "--set", "concurrency=2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    time.sleep(5)
-    assert proc.poll() is None, "the crawl ended before it could be interrupted"
+    _wait_for_requests(sandbox, proc, at_least=10)  # the crawl loop runs (not start-up)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -176,8 +184,7 @@ def test_sigkill_loses_nothing(phones_topic, sandbox, tmp_path):
             "--set", f"proxy={sandbox.proxy_url}", "--set", "concurrency=3"]
     proc = subprocess.Popen(base + ["--set", "politeness_delay=0.5"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    time.sleep(5)
-    assert proc.poll() is None, "the crawl ended before it could be killed"
+    _wait_for_requests(sandbox, proc, at_least=10)
     proc.kill()
     proc.wait(timeout=10)
     done = subprocess.run(base + ["--resume", "--set", "politeness_delay=0.02"],
