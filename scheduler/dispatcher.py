@@ -110,32 +110,27 @@ class Dispatcher:
         in_flight = crawl.frontier.in_flight()
         budget = crawl.settings.max_pages - fetched - in_flight
         sent = 0
-        low_below, low_in_flight = self._low_priority_state(crawl)
+        low_below = self._low_priority_bound(crawl)
+        low_in_flight = crawl.frontier.in_flight_below(low_below)
         while in_flight < crawl.max_outstanding and budget > 0:
-            task = crawl.frontier.pop()
+            low_slots_full = low_in_flight >= crawl.settings.low_priority_slots
+            task = crawl.frontier.pop(min_priority=low_below if low_slots_full else None)
             if task is None:
-                break
-            is_low = task.priority < low_below
-            if is_low and low_in_flight >= crawl.settings.low_priority_slots:
-                crawl.frontier.release(task, 0.0)  # wait for a better URL's host instead
-                break
+                break  # nothing ready, or only low URLs while better ones wait for their host
             self._send(crawl_id, crawl, task)
             sent, in_flight, budget = sent + 1, in_flight + 1, budget - 1
-            low_in_flight += is_low
+            low_in_flight += task.priority < low_below
         self._finish_if_done(crawl_id, crawl, fetched, in_flight)
         ready_in = crawl.frontier.next_ready_in()
         wait = IDLE_SLEEP if ready_in is None else max(ready_in, 0.005)
         return sent, min(wait, BUSY_POLL) if in_flight else wait
 
-    def _low_priority_state(self, crawl: _Crawl) -> tuple[float, int]:
+    def _low_priority_bound(self, crawl: _Crawl) -> float:
         """As the embedded crawl: URLs below ``priority_slack`` x the best queued priority are
         "low" and only ``low_priority_slots`` of them may be in flight, so slots left idle by
-        busy relevant hosts do not fill with junk. (low bound, low URLs in flight)"""
-        best = best_queued_priority(crawl.frontier)
-        if best is None:
-            return -math.inf, 0
-        low_below = crawl.settings.priority_slack * best
-        return low_below, sum(priority < low_below for priority in leased_priorities(crawl.frontier))
+        busy relevant hosts do not fill with junk."""
+        best = crawl.frontier.best_priority()
+        return -math.inf if best is None else crawl.settings.priority_slack * best
 
     def _send(self, crawl_id: str, crawl: _Crawl, task) -> None:
         try:
@@ -188,34 +183,3 @@ class Dispatcher:
             rate = (fetched - fetched_then) / (now - started)
             self.registry.set_counter(crawl_id, "pages_per_s", round(rate, 2))
             crawl.rate_sample = (now, fetched)
-
-
-
-# RedisFrontier has no best_priority() yet (its pop ignores min_priority); these two read its
-# documented key layout (see scheduler.redis_frontier) until it offers them.
-MAX_PEEK_HOSTS = 2000  # beyond this many busy/sleeping hosts the low-priority rule is off
-
-
-def best_queued_priority(frontier: RedisFrontier) -> float | None:
-    """The best priority of any queued URL: ready hosts' best, and busy or sleeping hosts'."""
-    client, p = frontier.client, frontier.prefix
-    pipe = client.pipeline(transaction=False)
-    pipe.zrevrange(p + "ready", 0, 0, withscores=True)
-    pipe.smembers(p + "busy")
-    pipe.zrange(p + "sleep", 0, MAX_PEEK_HOSTS)
-    ready, busy, sleeping = pipe.execute()
-    hosts = set(busy) | set(sleeping)
-    if len(hosts) > MAX_PEEK_HOSTS:
-        return None
-    for host in hosts:
-        pipe.zrevrange(p.encode() + b"q:" + host, 0, 0, withscores=True)
-    scores = [score for _, score in ready]
-    for top in pipe.execute() if hosts else []:
-        scores.extend(score for _, score in top)
-    return max(scores) if scores else None
-
-
-def leased_priorities(frontier: RedisFrontier) -> list[float]:
-    """Priorities of the URLs in flight (lease value: token TAB host TAB priority TAB ...)."""
-    values = frontier.client.hvals(frontier.prefix + "lease")
-    return [float(value.split(b"\t", 3)[2]) for value in values]

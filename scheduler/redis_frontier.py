@@ -5,13 +5,17 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
 - Global priority order: ``ready`` is a sorted set of the hosts that may be contacted now, each
   scored by the priority of its best queued URL; a pop takes its top host and that host's best
   URL. Ties (equal priority) go in discovery order, across hosts too (see ``redis_scripts``).
+  ``best`` indexes every host (ready, sleeping or busy) by its best URL, so ``best_priority``
+  is one ZREVRANGE; ``pop(min_priority=…)`` leases nothing when the best ready URL is below it
+  (the low-priority slots rule of ``jlse.embedded``, applied atomically).
 - Politeness across all machines: a popped host leaves ``ready`` and is ``busy`` (one request in
   flight per host) until its lease ends; then it sleeps in ``sleep`` (scored by ready time) for
   ``max(delay, default_delay)`` and every pop promotes the sleepers whose time has come. A hot
   host therefore holds at most one worker; the others take the next ready hosts.
 - Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
   lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
-  loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable).
+  loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable);
+  ``lease_current`` tells a worker whether its task's lease is still the live one.
 - Bounded: beyond ``max_size`` queued URLs the lowest priority one is evicted (``worst`` indexes
   every host by its lowest URL); it stays ``queued`` in the crawl database.
 - Every multi-step update is one Lua script (atomic). "now" comes from the caller's clock.
@@ -32,21 +36,23 @@ the collision probability above. ``push``/``push_many`` neither read nor write t
 Keys (all under the prefix P; nothing pickled - payloads are compact ``CrawlTask`` JSON;
 pfx = 6 bytes of discovery order, fingerprint = 8 bytes):
 
-==================  ======  =================================================================
-P + "q:" + host     zset    the host's queued URLs: member pfx+fingerprint, score = priority
-P + "task"          hash    fingerprint -> pfx + task JSON, for every queued URL (its HLEN is
-                            ``len``)
-P + "ready"         zset    idle hosts with URLs: member pfx+host, score = best priority
-P + "worst"         zset    every host with URLs: member pfx+host, score = lowest priority
-P + "sleep"         zset    host -> time it may be contacted again (not busy, waiting)
-P + "busy"          set     hosts with a request in flight
-P + "lease"         hash    fingerprint -> "token TAB host TAB priority TAB pfx+JSON"
-P + "deadline"      zset    fingerprint -> lease deadline (unix time)
-P + "seq"           string  counter: discovery order of URLs and lease tokens
-P + "evicted"       string  URLs evicted because the frontier was full
-P + "seen:" + n     set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
-P + "seen_count"    string  number of fingerprints in the seen sets
-==================  ======  =================================================================
+====================  ======  ===============================================================
+P + "q:" + host       zset    the host's queued URLs: member pfx+fingerprint, score = priority
+P + "task"            hash    fingerprint -> pfx + task JSON, for every queued URL (its HLEN is
+                              ``len``)
+P + "ready"           zset    idle hosts with URLs: member pfx+host, score = best priority
+P + "worst"           zset    every host with URLs: member pfx+host, score = lowest priority
+P + "best"            zset    every host with URLs: member host, score = best priority
+P + "sleep"           zset    host -> time it may be contacted again (not busy, waiting)
+P + "busy"            set     hosts with a request in flight
+P + "lease"           hash    fingerprint -> "token TAB host TAB priority TAB pfx+JSON"
+P + "deadline"        zset    fingerprint -> lease deadline (unix time)
+P + "lease_priority"  zset    fingerprint -> priority of the leased URL
+P + "seq"             string  counter: discovery order of URLs and lease tokens
+P + "evicted"         string  URLs evicted because the frontier was full
+P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
+P + "seen_count"      string  number of fingerprints in the seen sets
+====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
 a full Redis then refuses writes with an OOM error, which is raised to the caller. The scripts
@@ -140,6 +146,8 @@ class RedisFrontier(Frontier):
         self._finish = client.register_script(redis_scripts.FINISH)
         self._reap = client.register_script(redis_scripts.REAP)
         self._next_ready = client.register_script(redis_scripts.NEXT_READY)
+        self._best_priority = client.register_script(redis_scripts.BEST_PRIORITY)
+        self._lease_current = client.register_script(redis_scripts.LEASE_CURRENT)
         _warn_unless_noeviction(client)
 
     # -- adding URLs -----------------------------------------------------------------------
@@ -180,18 +188,37 @@ class RedisFrontier(Frontier):
 
     def pop(self, host_ready: HostReady | None = None,
             min_priority: float | None = None) -> LeasedTask | None:
-        """The best URL of the best ready host, leased; None if no host is ready now.
+        """The best URL of the best ready host, leased; None if no host is ready now or
+        (with ``min_priority``) the best ready URL has a lower priority.
 
-        ``host_ready`` is ignored: politeness lives in Redis. ``min_priority`` is not applied
-        yet (``best_priority`` is unknown here, so the embedded loop's low-priority slots do not
-        apply to this frontier)."""
-        found = self._pop(args=[self.prefix, repr(self._clock()), repr(self.lease_seconds)])
+        ``host_ready`` is ignored: politeness lives in Redis."""
+        bound = "" if min_priority is None else repr(float(min_priority))
+        found = self._pop(args=[self.prefix, repr(self._clock()), repr(self.lease_seconds),
+                                bound])
         if not found:
             return None
         body, token = found
         task = LeasedTask.from_dict(json.loads(body))
         task.lease = _text(token)
         return task
+
+    def best_priority(self) -> float | None:
+        """The highest priority queued, whether its host is ready, sleeping or busy; None when
+        nothing is queued. O(log hosts)."""
+        answer = self._best_priority(args=[self.prefix])
+        return None if answer is None else float(_text(answer))
+
+    def lease_current(self, task: CrawlTask) -> bool:
+        """Whether the task's URL is leased under the task's lease token (any lease for a task
+        without one): False once it was acked, reaped or handed out again."""
+        args = [self.prefix, fingerprint(task.url), getattr(task, "lease", "")]
+        return bool(self._lease_current(args=args))
+
+    def in_flight_below(self, priority: float) -> int:
+        """Leased URLs whose priority is below ``priority`` (strictly)."""
+        if math.isnan(priority) or priority == -math.inf:
+            return 0
+        return int(self.client.zcount(self.prefix + "lease_priority", "-inf", f"({priority!r}"))
 
     def ack(self, task: CrawlTask, delay: float | None = None) -> bool:
         """End the task's lease; its host is ready again after ``max(delay, default_delay)``.

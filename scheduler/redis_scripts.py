@@ -9,6 +9,8 @@ Encodings used here:
   (``ZREVRANGE``) is the earliest discovered and the smallest (``ZRANGE``) the latest.
 - host queue member: ``pfx .. fp`` (fp = the URL's 8-byte fingerprint); score = priority.
 - ready / worst member: ``pfx .. host`` of the host's best / lowest URL; score = its priority.
+- best member: ``host``; score = the priority of the host's best URL (every host with URLs).
+- lease_priority member: ``fp`` of a leased URL; score = its priority.
 - task value: ``pfx .. json``; lease value: ``token TAB host TAB score TAB pfx .. json``.
 """
 
@@ -19,6 +21,7 @@ local P = ARGV[1]
 local TASK, READY, WORST = P .. 'task', P .. 'ready', P .. 'worst'
 local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P .. 'deadline'
 local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
+local BEST, LEASE_PRIORITY = P .. 'best', P .. 'lease_priority'
 
 local function qkey(host) return P .. 'q:' .. host end
 
@@ -55,7 +58,8 @@ local function is_idle(host)
   return redis.call('SISMEMBER', BUSY, host) == 0 and not redis.call('ZSCORE', SLEEP, host)
 end
 
--- keep WORST (every host with URLs) and READY (idle hosts with URLs) in step with host queue q
+-- keep WORST and BEST (every host with URLs) and READY (idle hosts with URLs) in step with
+-- host queue q
 local function reindex(host, q, old_top, old_bottom)
   local new_top, new_bottom = top_of(q), bottom_of(q)
   if not same(old_bottom, new_bottom) then
@@ -63,6 +67,11 @@ local function reindex(host, q, old_top, old_bottom)
     if new_bottom then redis.call('ZADD', WORST, new_bottom[2], host_entry(new_bottom, host)) end
   end
   if not same(old_top, new_top) then
+    if new_top then
+      redis.call('ZADD', BEST, new_top[2], host)
+    else
+      redis.call('ZREM', BEST, host)
+    end
     local listed
     if old_top then
       listed = redis.call('ZREM', READY, host_entry(old_top, host)) == 1
@@ -140,6 +149,7 @@ local function end_lease(fp, v, requeue, ready_at, now, max_size)
   local _, host, score, stored = parse_lease(v)
   redis.call('HDEL', LEASE, fp)
   redis.call('ZREM', DEADLINE, fp)
+  redis.call('ZREM', LEASE_PRIORITY, fp)
   if requeue then
     enqueue(host, fp, score, string.sub(stored, 7), string.sub(stored, 1, 6), max_size)
   end
@@ -181,12 +191,15 @@ if new > 0 then redis.call('INCRBY', SEEN_COUNT, new) end
 return new
 """
 
-# ARGV: prefix, now, lease seconds. Returns {json, token} or nil.
+# ARGV: prefix, now, lease seconds, min priority ('' = any). Returns {json, token} or nil
+# (nil too when the best ready URL is below the min priority: then every ready URL is).
 POP = PRELUDE + r"""
 local now = tonumber(ARGV[2])
 promote(now)
-local best = redis.call('ZREVRANGE', READY, 0, 0)[1]
+local head = redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')
+local best = head[1]
 if not best then return false end
+if ARGV[4] ~= '' and tonumber(head[2]) < tonumber(ARGV[4]) then return false end
 redis.call('ZREM', READY, best)
 local host = string.sub(best, 7)
 local q = qkey(host)
@@ -201,6 +214,7 @@ redis.call('SADD', BUSY, host)
 local token = string.format('%d', redis.call('INCR', SEQ))
 redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
 redis.call('ZADD', DEADLINE, now + tonumber(ARGV[3]), fp)
+redis.call('ZADD', LEASE_PRIORITY, top[2], fp)
 return {string.sub(stored, 7), token}
 """
 
@@ -226,6 +240,7 @@ for _, fp in ipairs(due) do
     end_lease(fp, v, true, now + tonumber(ARGV[3]), now, tonumber(ARGV[4]))
   else
     redis.call('ZREM', DEADLINE, fp)
+    redis.call('ZREM', LEASE_PRIORITY, fp)
   end
 end
 return #due
@@ -239,4 +254,29 @@ if redis.call('ZCARD', READY) > 0 then return '0' end
 local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')
 if not first[1] then return false end
 return tostring(math.max(0, tonumber(first[2]) - now))
+"""
+
+# ARGV: prefix. The best priority queued over every host (ready, sleeping or busy), nil if none.
+# BEST holds exactly the hosts of WORST; a frontier written before BEST existed (fewer members)
+# gets it built here once, from the host queues.
+BEST_PRIORITY = PRELUDE + r"""
+if redis.call('ZCARD', BEST) ~= redis.call('ZCARD', WORST) then
+  redis.call('DEL', BEST)
+  for _, entry in ipairs(redis.call('ZRANGE', WORST, 0, -1)) do
+    local host = string.sub(entry, 7)
+    local top = top_of(qkey(host))
+    if top then redis.call('ZADD', BEST, top[2], host) end
+  end
+end
+local top = redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')
+if not top[1] then return false end
+return top[2]
+"""
+
+# ARGV: prefix, fp, token ('' = any). 1 if the URL is leased (under that token), else 0.
+LEASE_CURRENT = PRELUDE + r"""
+local v = redis.call('HGET', LEASE, ARGV[2])
+if not v then return 0 end
+if ARGV[3] == '' or ARGV[3] == parse_lease(v) then return 1 end
+return 0
 """

@@ -383,3 +383,159 @@ def test_threads_never_hold_two_leases_of_one_host(make_frontier):
     counts = Counter(popped)
     assert len(counts) == n_urls and set(counts.values()) == {1}
     assert len(frontier) == 0 and frontier.in_flight() == 0
+
+
+# -- best priority, min_priority, lease checks (the dispatcher's and worker's API) ------------
+
+def test_contract_best_priority_is_the_best_queued(any_frontier):
+    frontier = any_frontier()
+    assert frontier.best_priority() is None
+    frontier.push(task("http://a.test/1", 0.9))
+    frontier.push(task("http://a.test/2", 0.7))
+    frontier.push(task("http://b.test/1", 0.4))
+    assert frontier.best_priority() == 0.9
+    first = frontier.pop()
+    assert first.url == "http://a.test/1"
+    assert frontier.best_priority() == 0.7  # a.test's next URL counts, busy host or not
+    if isinstance(frontier, RedisFrontier):
+        assert frontier.ack(first)
+    assert len(drain(frontier)) == 2
+    assert frontier.best_priority() is None
+
+
+def test_contract_pop_respects_min_priority(any_frontier):
+    frontier = any_frontier()
+    frontier.push(task("http://a.test/1", 0.3))
+    frontier.push(task("http://b.test/1", 0.6))
+    assert frontier.pop(min_priority=0.7) is None
+    assert len(frontier) == 2
+    assert frontier.pop(min_priority=0.6).url == "http://b.test/1"  # the bound is inclusive
+    assert frontier.pop(min_priority=0.5) is None
+    assert frontier.pop(min_priority=float("-inf")).url == "http://a.test/1"
+
+
+def test_best_priority_counts_busy_and_sleeping_hosts(make_frontier, clock):
+    frontier = make_frontier()
+    frontier.push_many([task("http://hot.test/1", 0.9), task("http://hot.test/2", 0.8),
+                        task("http://cold.test/1", 0.1), task("http://cold.test/2", 0.05)])
+    hot = frontier.pop()
+    assert frontier.best_priority() == 0.8  # hot.test is busy
+    assert frontier.ack(hot, delay=10.0)
+    assert frontier.best_priority() == 0.8  # hot.test sleeps
+    # the low-priority rule: cold URLs wait while the better one waits for its host
+    assert frontier.pop(min_priority=0.5 * frontier.best_priority()) is None
+    assert frontier.in_flight() == 0 and len(frontier) == 3
+    clock.advance(10.0)
+    assert frontier.pop(min_priority=0.4).url == "http://hot.test/2"
+    assert frontier.best_priority() == 0.1
+
+
+def test_best_index_follows_raises_evictions_releases_and_reaps(make_frontier, clock):
+    frontier = make_frontier(max_size=2, lease_seconds=5.0)
+    frontier.add_new([task("http://a.test/1", 0.2), task("http://b.test/1", 0.3)])
+    assert frontier.best_priority() == 0.3
+    assert frontier.add_new([task("http://a.test/1", 0.9)]) == [True]  # raised
+    assert frontier.best_priority() == 0.9
+    frontier.push(task("http://c.test/1", 0.5))  # evicts b.test/1
+    assert frontier.stats()["evicted"] == 1
+    got = frontier.pop()
+    assert got.url == "http://a.test/1" and frontier.best_priority() == 0.5
+    assert frontier.release(got)
+    assert frontier.best_priority() == 0.9
+    got = frontier.pop()
+    clock.advance(6.0)
+    assert frontier.best_priority() == 0.5
+    assert frontier.reap() == 1
+    assert frontier.best_priority() == 0.9
+    assert frontier.client.zcard(frontier.prefix + "best") == frontier.hosts() == 2
+
+
+def test_best_index_is_built_for_a_frontier_written_before_it(make_frontier):
+    frontier = make_frontier()
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5)])
+    frontier.client.delete(frontier.prefix + "best")  # as an older version left it
+    frontier.push(task("http://c.test/1", 0.1))  # indexed; a.test and b.test are not yet
+    assert frontier.best_priority() == 0.9
+    assert frontier.client.zcard(frontier.prefix + "best") == 3
+
+
+def test_lease_current_follows_acks_and_reaps(make_frontier, clock):
+    frontier = make_frontier(lease_seconds=30.0)
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5)])
+    first, second = frontier.pop(), frontier.pop()
+    assert frontier.lease_current(first) and frontier.lease_current(second)
+    assert frontier.ack(second)
+    assert not frontier.lease_current(second)
+    clock.advance(31.0)
+    assert frontier.reap() == 1
+    assert not frontier.lease_current(first)  # reaped
+    again = frontier.pop()
+    assert again.url == first.url
+    assert frontier.lease_current(again) and not frontier.lease_current(first)
+    assert frontier.lease_current(task(first.url))  # no token: any lease of the URL
+
+
+def test_in_flight_below_counts_leased_priorities(make_frontier, clock):
+    frontier = make_frontier(lease_seconds=30.0)
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5),
+                        task("http://c.test/1", 0.1)])
+    leased = {t.url: t for t in (frontier.pop(), frontier.pop(), frontier.pop())}
+    assert [frontier.in_flight_below(x) for x in (0.1, 0.5, 0.6, 1.0)] == [0, 1, 2, 3]
+    assert frontier.in_flight_below(float("-inf")) == 0
+    assert frontier.in_flight_below(float("inf")) == 3
+    assert frontier.ack(leased["http://c.test/1"])
+    assert frontier.release(leased["http://a.test/1"])
+    assert frontier.in_flight_below(1.0) == 1
+    clock.advance(31.0)
+    assert frontier.reap() == 1
+    assert frontier.in_flight_below(1.0) == 0
+
+
+def test_best_priority_and_leases_match_a_model_under_random_operations(make_frontier):
+    rng = random.Random(11)
+    frontier = make_frontier(max_size=40)
+    queued: dict[str, float] = {}  # the model: what must be queued, and leased
+    leased: dict[str, CrawlTask] = {}
+    for _ in range(600):
+        action = rng.random()
+        if action < 0.45:
+            url, priority = f"http://h{rng.randrange(8)}.test/{rng.randrange(80)}", rng.random()
+            if frontier.push(task(url, priority)):
+                queued[url] = max(queued.get(url, -1.0), priority)
+            if len(queued) > 40:
+                del queued[min(queued, key=queued.get)]
+        elif action < 0.75:
+            bound = rng.choice([None, rng.random()])
+            got = frontier.pop(min_priority=bound)
+            if got is not None:
+                assert bound is None or got.priority >= bound
+                assert queued.pop(got.url) == got.priority
+                leased[got.url] = got
+        elif leased:
+            url = rng.choice(sorted(leased))
+            got = leased.pop(url)
+            if rng.random() < 0.5:
+                assert frontier.ack(got)
+            else:
+                assert frontier.release(got)
+                queued[url] = max(queued.get(url, -1.0), got.priority)
+                if len(queued) > 40:
+                    del queued[min(queued, key=queued.get)]
+        assert _best_index(frontier) == _best_per_host(queued)  # maintained, not rebuilt
+        assert frontier.best_priority() == (max(queued.values()) if queued else None)
+        cut = rng.random()
+        assert frontier.in_flight_below(cut) == sum(t.priority < cut for t in leased.values())
+        assert len(frontier) == len(queued) and frontier.in_flight() == len(leased)
+
+
+def _best_index(frontier: RedisFrontier) -> dict[str, float]:
+    entries = frontier.client.zrange(frontier.prefix + "best", 0, -1, withscores=True)
+    return {host.decode(): score for host, score in entries}
+
+
+def _best_per_host(queued: dict[str, float]) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for url, priority in queued.items():
+        host = url.split("/")[2]
+        best[host] = max(best.get(host, -1.0), priority)
+    return best

@@ -33,7 +33,7 @@ from models.persist import topic_model_from_bytes
 from models.strategies import make_strategy
 from scheduler.crawl_registry import CrawlRegistry, connect, settings_from_config
 from scheduler.records import CrawlTask, LinkStatus, NewLink, Outcome
-from scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint
+from scheduler.redis_frontier import LeasedTask, RedisFrontier
 from scheduler.robots import RobotsCache
 from scheduler.store import open_store
 from scheduler.store.base import StoreError
@@ -97,7 +97,7 @@ class CrawlContext:
     # --- one task ------------------------------------------------------------------------
     def process(self, task: LeasedTask) -> str:
         """Fetch and write one leased URL; a word saying what became of it."""
-        if not self._lease_is_current(task):
+        if not self.frontier.lease_current(task):
             log.info("dropped %s: its lease ended (reaped or handed out again)", task.url)
             return "stale"
         link = self.store.get_link(task.url_id)
@@ -112,12 +112,6 @@ class CrawlContext:
         result = self.pipeline.process(task)
         self._report_qtable()
         return self._write(result)
-
-    def _lease_is_current(self, task: LeasedTask) -> bool:
-        value = self.registry.client.hget(self.frontier.prefix + "lease", fingerprint(task.url))
-        if value is None:
-            return False
-        return not task.lease or value.split(b"\t", 1)[0].decode() == task.lease
 
     def _refusal(self, host: str) -> tuple[Outcome, str] | None:
         """The embedded crawl's checks before a fetch: host budget, robots.txt given up."""
