@@ -289,7 +289,9 @@ def test_frontier_rebuild_after_redis_data_loss(cluster, phones_topic, sandbox, 
             proc.kill()
     assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
     summary = json.loads(out)
-    assert summary["fetched"] == BUDGET
+    # counters are reset from PostgreSQL by the rebuild: a page written but not yet counted at
+    # that moment is counted twice (at most the pages in flight)
+    assert BUDGET <= summary["fetched"] <= BUDGET + FAST["concurrency"]
     with open_store(pg_store_url) as store:
         assert store.stats().fetched >= BUDGET
     # only pages in flight when Redis lost its data may be fetched twice
