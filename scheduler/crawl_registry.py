@@ -26,13 +26,16 @@ import json
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import redis
 
 from jlse.settings import Settings, apply_overrides
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# A worker's transactions issue their statements back to back; one idle for longer has lost its
+# client (a partitioned or frozen machine) and must not hold row locks that stall every worker.
+IDLE_TRANSACTION_TIMEOUT_MS = 5000
 COUNTER_FIELDS = ("fetched", "relevant", "targets", "rejected", "requeued", "learned_at_results")
 STATUSES = ("starting", "running", "done", "stopped")
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
@@ -93,6 +96,18 @@ def strip_password(url: str) -> str:
     if parts.username:
         netloc = f"{parts.username}@{netloc}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def worker_store_url(url: str) -> str:
+    """``url`` with PostgreSQL's ``idle_in_transaction_session_timeout`` for worker sessions
+    (added to libpq ``options``; other URLs are returned unchanged)."""
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres"):
+        return url
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    timeout = f"-c idle_in_transaction_session_timeout={IDLE_TRANSACTION_TIMEOUT_MS}"
+    query["options"] = f"{query['options']} {timeout}" if query.get("options") else timeout
+    return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
 def connect(url: str | None = None) -> redis.Redis:

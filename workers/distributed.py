@@ -31,7 +31,7 @@ from learner.learner import Learner
 from learner.publish import RedisQTableSource, RedisQTableStore
 from models.persist import topic_model_from_bytes
 from models.strategies import make_strategy
-from scheduler.crawl_registry import CrawlRegistry, connect, settings_from_config
+from scheduler.crawl_registry import CrawlRegistry, connect, settings_from_config, worker_store_url
 from scheduler.records import CrawlTask, LinkStatus, NewLink, Outcome
 from scheduler.redis_frontier import LeasedTask, RedisFrontier
 from scheduler.robots import RobotsCache
@@ -58,7 +58,7 @@ class CrawlContext:
         self.config_raw = registry.config_raw(crawl_id)
         self.config = registry.config(crawl_id)
         self.settings = settings_from_config(self.config)
-        self.store = open_store(self.config["store_url"])
+        self.store = open_store(worker_store_url(self.config["store_url"]))
         settings = self.settings
         self.frontier = RedisFrontier(
             registry.client, registry.frontier_prefix(crawl_id), max_size=settings.frontier_size,
