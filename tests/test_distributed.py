@@ -174,7 +174,14 @@ def _queued_urls_lost(store_url: str, redis_client, crawl_id: str) -> list[str]:
     known = set(redis_client.hkeys(prefix + "task")) | set(redis_client.hkeys(prefix + "lease"))
     with open_store(store_url) as store:
         return [link.url for link in store.iter_links(LinkStatus.QUEUED)
-                if fingerprint(link.url) not in known]
+                if fingerprint(link.url) not in known and not _parent_pending(store, link)]
+
+
+def _parent_pending(store, link) -> bool:
+    """A link written by a worker killed before it reached Redis: its page is still queued
+    (the lease was reaped), so fetching that page again queues the link again."""
+    parent = store.get_link(link.parent_id) if link.parent_id is not None else None
+    return parent is not None and parent.status is LinkStatus.QUEUED
 
 
 # --- (1) + (4): a jlse crawl on two workers, compared with the embedded crawl -----------------

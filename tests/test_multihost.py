@@ -243,9 +243,18 @@ def _lost_urls(store_url: str, client: redis.Redis, crawl_id: str) -> list[str]:
         for link in store.iter_links():
             if link.status in (LinkStatus.FETCHED, LinkStatus.REJECTED):
                 continue
-            if link.status is not LinkStatus.QUEUED or fingerprint(link.url) not in in_frontier:
+            if link.status is not LinkStatus.QUEUED:
                 lost.append(f"{link.url} ({link.status.value})")
+            elif fingerprint(link.url) not in in_frontier and not _parent_pending(store, link):
+                lost.append(f"{link.url} (queued, not in the frontier)")
     return lost
+
+
+def _parent_pending(store, link) -> bool:
+    """A link written by a worker killed before it reached Redis: its page is still queued
+    (the lease was reaped), so fetching that page again queues the link again."""
+    parent = store.get_link(link.parent_id) if link.parent_id is not None else None
+    return parent is not None and parent.status is LinkStatus.QUEUED
 
 
 def _check_nothing_lost(summary: dict, crawl: Crawl, client: redis.Redis, budget: int) -> None:
