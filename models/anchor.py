@@ -4,16 +4,22 @@ A Naive Bayes classifier over the anchor texts that linked to the sample pages. 
 if NB says relevant (posterior above 0.5) the similarity is ``P(relevant | anchor)``, otherwise
 the small constant ``floor``. Anchors are short, so the plain NB posterior is used (no
 temperature); an anchor without known words gets the class prior, as NB gives it.
+
+The anchors' tokens come from the cache the link index reads (:mod:`models.link_tokens`): the
+evaluator scores a page's anchors here first, and the link index finds them tokenised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from models.link_tokens import TEXT_CHARS, anchor_tokens
 from models.naive_bayes import NaiveBayesTextClassifier
 
 if TYPE_CHECKING:
@@ -42,7 +48,24 @@ class AnchorSimilarity(ClassifierMixin, BaseEstimator):
         """sim_anchor of each anchor text, shape (n,)."""
         if len(anchors) == 0:
             return np.zeros(0)
-        return gtsat(self.nb_.predict_proba(anchors), self.floor)
+        return gtsat(self._posteriors(anchors), self.floor)
+
+    def _posteriors(self, anchors: Sequence[str]) -> np.ndarray:
+        """``nb_.predict_proba(anchors)``; anchors that NB and the link index tokenise alike
+        (strings of at most :data:`TEXT_CHARS` characters) are tokenised once for both."""
+        nb = self.nb_
+        if nb.evidence_tokens is not None or not all(
+                isinstance(anchor, str) and len(anchor) <= min(TEXT_CHARS, nb.max_chars)
+                for anchor in anchors):
+            return nb.predict_proba(anchors)
+        tokens = anchor_tokens(anchors)
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        columns = np.fromiter(map(nb.vectorizer_.vocabulary_.get, chain.from_iterable(tokens),
+                                  repeat(-1)), dtype=np.int64, count=int(lengths.sum()))
+        rows = np.repeat(np.arange(len(tokens)), lengths)
+        known = columns >= 0
+        # NB's plain posterior: its log-odds of the known tokens, summed in token order
+        return expit(nb._log_odds(rows[known], columns[known], len(tokens)))
 
     def similarity(self, anchor: str) -> float:
         return float(self.similarities([anchor])[0])

@@ -1,9 +1,8 @@
 """Map new links onto the vertices of G_w: the nearest vertex by weighted BM25 (SPEC section 1).
 
-Each vertex and each query link is a triple (anchor text, URL, context). Anchor and context are
-tokenised by :func:`models.tokenizer.tokenize` (their first :data:`TEXT_CHARS` characters), the
-URL by :func:`url_tokens`. Per field the normalised BM25 score lies in [0, 1); the link's score
-against vertex v is ``s_v = w . (s_anchor, s_url, s_context)``, the best vertex
+Each vertex and each query link is a triple (anchor text, URL, context), tokenised as
+:mod:`models.link_tokens` says. Per field the normalised BM25 score lies in [0, 1); the link's
+score against vertex v is ``s_v = w . (s_anchor, s_url, s_context)``, the best vertex
 ``v* = argmax_v s_v`` (ties to the lowest vertex index).
 
 **Exact search** (``best_vertices(..., exact=True)``, or ``max_postings=None``): one sparse
@@ -28,32 +27,41 @@ benchmarks/bench_jlse.py (100,000 vertices, links unrelated to them, so that the
 by a hair: the worst case) the default picks the exact v* for 98.5% of links and loses 0.04% of
 the score on average, in a fifth of the exact search's time.
 
-Repeated strings cost little: anchors, contexts and URLs are tokenised once (LRU caches), and
-the default search remembers its answers for the last links it saw.
+Repeated strings cost little: anchors and URLs are tokenised once (caches of the strings seen
+lately, :mod:`models.link_tokens`), and the default search remembers its answers for the last
+links it saw.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
-from urllib.parse import unquote, unquote_plus, urlsplit
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
-from models.bm25 import FieldBM25
+from models.bm25 import FieldBM25, StackedFields
+from models.link_tokens import (  # noqa: F401  (url_tokens and the caches are re-exported)
+    COMMON_URL_TOKENS,
+    TEXT_CHARS,
+    _TokenCache,
+    _url_parts,
+    _url_parts_by_urlsplit,
+    check_lengths,
+    field_tokens,
+    text_tokens,
+    url_tokens,
+)
 from models.sparse_rows import (
     pair_products,
+    product,
     row_argmax,
     stack,
     term_major,
     top_per_row,
     top_postings,
 )
-from models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self
@@ -61,119 +69,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 FIELDS = ("anchor", "url", "context")
-TEXT_CHARS = 400  # anchors and contexts are cut to this (the parser's cap on contexts)
 DEFAULT_MAX_POSTINGS = (1024, 1024, 4)  # per field, as FIELDS; see the module docstring
 DEFAULT_RESCORE = 4
 CANDIDATE_RATIO = 0.5  # a candidate under half the best candidate's capped score is not re-ranked
 REMEMBERED_LINKS = 16_384  # answers kept per index, then forgotten at once (under ~16 MB of keys)
 SEARCH_BATCH = 256  # links searched together
-
-# URL tokens for the url field; scheduler.urls re-exports url_tokens.
-_URL_WORD = re.compile(r"[^\W_]+")
-COMMON_URL_TOKENS = frozenset(
-    ("http", "https", "www", "com", "net", "org", "html", "htm", "shtml", "php", "asp", "aspx",
-     "jsp", "cgi", "index", "default")
-)
-
-
-def url_tokens(url: str) -> list[str]:
-    """Lower-case word tokens of the URL's host (without ``www`` and the TLD), path and query.
-    One-character numbers and common tokens (``html``, ``php``, ``com``, ...) are dropped."""
-    parts = _url_parts(url)
-    if parts is None:
-        return []
-    host, path, query = parts
-    labels = host.split(".")
-    if labels and labels[0] == "www":
-        labels = labels[1:]
-    if len(labels) > 1:
-        labels = labels[:-1]
-    text = " ".join((*labels, unquote(path), unquote_plus(query))).lower()
-    return [
-        token
-        for token in _URL_WORD.findall(text)
-        if token not in COMMON_URL_TOKENS and not (token.isdigit() and len(token) < 2)
-    ]
-
-
-# ``scheme://host[:port]/path?query#fragment`` with a plain ASCII host and no blanks or control
-# characters: split by one regex, exactly as ``urlsplit(url)`` and its ``.hostname`` would
-# (checked in the tests); anything else goes through ``urlsplit``.
-_PLAIN_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://([!-~]*?)([/?#][^\x00-\x20]*)?")
-_UNUSUAL_HOST = re.compile(r"[/?#\[\]@%]")
-
-
-def _url_parts(url: str) -> tuple[str, str, str] | None:
-    """(host, path, query) of ``url``, host lower-cased; None if it is not a URL."""
-    if not isinstance(url, str):
-        return None
-    plain = _PLAIN_URL.fullmatch(url)
-    if plain is not None and not _UNUSUAL_HOST.search(plain[1]):
-        rest = (plain[2] or "").partition("#")[0]
-        path, _, query = rest.partition("?")
-        return plain[1].partition(":")[0].lower(), path, query
-    return _url_parts_by_urlsplit(url)
-
-
-def _url_parts_by_urlsplit(url: str) -> tuple[str, str, str] | None:
-    try:
-        parts = urlsplit(url)
-        return parts.hostname or "", parts.path, parts.query
-    except ValueError:
-        return None
-
-
-def text_tokens(text: str) -> list[str]:
-    """Tokens of an anchor or context: :func:`tokenize` of its first :data:`TEXT_CHARS`."""
-    return tokenize(text[:TEXT_CHARS] if isinstance(text, str) else text)
-
-
-# Links repeat from page to page (navigation, templates): a string seen lately is not tokenised
-# again. A cached context costs up to ~4 KB: these caches stay under ~40 MB.
-@lru_cache(maxsize=8192)
-def _cached_text_tokens(text: str) -> tuple[str, ...]:
-    return tuple(text_tokens(text))
-
-
-@lru_cache(maxsize=8192)
-def _cached_url_tokens(url: str) -> tuple[str, ...]:
-    return tuple(url_tokens(url))
-
-
-def field_tokens(anchors: Sequence[str], urls: Sequence[str],
-                 contexts: Sequence[str]) -> list[list[Sequence[str]]]:
-    """Token sequences of each field of query links, in :data:`FIELDS` order (cached per
-    string); ValueError if the lengths differ."""
-    _check_lengths(anchors, urls, contexts)
-    return [_tokens(anchors, _cached_text_tokens, text_tokens),
-            _tokens(urls, _cached_url_tokens, url_tokens),
-            _tokens(contexts, _cached_text_tokens, text_tokens)]
-
-
-def _tokens(texts: Sequence[str], cached, uncached) -> list[Sequence[str]]:
-    return [cached(text) if isinstance(text, str) else uncached(text) for text in texts]
-
-
-def _hashable(links: list[tuple]) -> bool:
-    """Whether the link triples can be remembered (strings and None are; a list is not)."""
-    try:
-        hash(tuple(links))
-    except TypeError:
-        return False
-    return True
-
-
-def _check_lengths(anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str]) -> None:
-    if not len(anchors) == len(urls) == len(contexts):
-        raise ValueError(f"link triples: {len(anchors)} anchors, {len(urls)} URLs, "
-                         f"{len(contexts)} contexts")
-
-
-class _Queries(NamedTuple):
-    """Query links as (row, column, value) entries per field and as one stacked matrix."""
-
-    entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-    matrix: sp.csr_matrix  # links x (all fields' terms), each field scaled by its weight
 
 
 class LinkIndex:
@@ -197,7 +97,7 @@ class LinkIndex:
         """Index one (anchor, url, context) triple per vertex; each distinct string is
         tokenised once."""
         self._check_params()
-        _check_lengths(anchors, urls, contexts)
+        check_lengths(anchors, urls, contexts)
         fields = zip((anchors, urls, contexts), (text_tokens, url_tokens, text_tokens), strict=True)
         self.fields_ = [FieldBM25(k1=self.k1, b=self.b).fit_texts(texts, tokens)
                         for texts, tokens in fields]
@@ -239,9 +139,9 @@ class LinkIndex:
         Ties go to the lowest vertex index. ``exact=True`` searches all postings whatever the
         caps (slow on a big G_w: for tests and measurements). The default search remembers the
         answers for the last links it saw (pages of a site repeat their navigation links)."""
-        _check_lengths(anchors, urls, contexts)
+        check_lengths(anchors, urls, contexts)
         if exact or self.caps == (None,) * len(FIELDS):
-            scores = self._queries(anchors, urls, contexts).matrix @ self._all_postings()
+            scores = self._queries(anchors, urls, contexts) @ self._all_postings()
             return row_argmax(scores.indptr, scores.data, scores.indices)
         return self._search_remembering(anchors, urls, contexts)
 
@@ -249,30 +149,42 @@ class LinkIndex:
                             contexts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_search` of the links not answered before; remembers the new answers."""
         links = list(zip(anchors, urls, contexts, strict=True))
-        remember = _hashable(links)
-        answers = [self._answers.get(link) for link in links] if remember else [None] * len(links)
+        try:
+            answers = list(map(self._answers.get, links))
+            remember = True
+        except TypeError:  # a field is unhashable (a list): searched, not remembered
+            answers, remember = [None] * len(links), False
         new = [i for i, answer in enumerate(answers) if answer is None]
+        if len(new) == len(links) <= SEARCH_BATCH:  # the usual page: all new, one search
+            best, score = self._search(anchors, urls, contexts)
+            if remember:
+                self._remember(links, best, score)
+            return best, score
         for start in range(0, len(new), SEARCH_BATCH):  # bounds the memory of one search
             batch = new[start : start + SEARCH_BATCH]
             best, score = self._search([anchors[i] for i in batch], [urls[i] for i in batch],
                                        [contexts[i] for i in batch])
-            if len(self._answers) + len(batch) > REMEMBERED_LINKS:
-                self._answers.clear()
             for i, answer in zip(batch, zip(best.tolist(), score.tolist(), strict=True),
                                  strict=True):
                 answers[i] = answer
-                if remember:
-                    self._answers[links[i]] = answer
+            if remember:
+                self._remember([links[i] for i in batch], best, score)
         return (np.fromiter((best for best, _ in answers), dtype=np.int64, count=len(links)),
                 np.fromiter((score for _, score in answers), dtype=np.float64, count=len(links)))
+
+    def _remember(self, links: list[tuple], best: np.ndarray, score: np.ndarray) -> None:
+        if len(self._answers) + len(links) > REMEMBERED_LINKS:
+            self._answers.clear()
+        self._answers.update(zip(links, zip(best.tolist(), score.tolist(), strict=True),
+                                 strict=True))
 
     def _search(self, anchors: Sequence[str], urls: Sequence[str],
                 contexts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The approximate search of the module docstring: capped candidates, exact re-ranking."""
         queries = self._queries(anchors, urls, contexts)
-        candidates = queries.matrix @ self.postings_
+        candidates = product(queries, self.postings_)
         rows, vertices = top_per_row(candidates, self.rescore, min_ratio=CANDIDATE_RATIO)
-        scores = self._pair_scores(queries, rows, vertices, len(anchors))
+        scores = self._pair_scores(queries, rows, vertices)
         indptr = np.zeros(len(anchors) + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=len(anchors)), out=indptr[1:])
         return row_argmax(indptr, scores, vertices)
@@ -280,31 +192,22 @@ class LinkIndex:
     def scores(self, anchors: Sequence[str], urls: Sequence[str],
                contexts: Sequence[str]) -> sp.csr_matrix:
         """Exact weighted score s_v of every (query, vertex) pair sharing a term: Q x N, sparse."""
-        return (self._queries(anchors, urls, contexts).matrix @ self._all_postings()).tocsr()
+        return (self._queries(anchors, urls, contexts) @ self._all_postings()).tocsr()
 
     def _queries(self, anchors: Sequence[str], urls: Sequence[str],
-                 contexts: Sequence[str]) -> _Queries:
-        tokens = field_tokens(anchors, urls, contexts)
-        entries = [field.query_entries(docs, weight=float(weight))
-                   for field, docs, weight in zip(self.fields_, tokens, self.weights, strict=True)]
-        rows = np.concatenate([rows for rows, _, _ in entries])
-        columns = np.concatenate([columns + offset for (_, columns, _), offset
-                                  in zip(entries, self.offsets_, strict=False)])
-        values = np.concatenate([values for _, _, values in entries])
-        order = np.argsort(rows, kind="stable")  # by link, each link's terms in field order
+                 contexts: Sequence[str]) -> sp.csr_matrix:
+        """Links x (all fields' terms), each field's query values scaled by its weight."""
+        stacked = self._stacked.query_entries(field_tokens(anchors, urls, contexts), self.weights)
         indptr = np.zeros(len(anchors) + 1, dtype=np.int32)
-        np.cumsum(np.bincount(rows, minlength=len(anchors)), out=indptr[1:])
-        matrix = sp.csr_matrix((values[order], columns[order].astype(np.int32), indptr),
-                               shape=(len(anchors), int(self.offsets_[-1])))
-        return _Queries(entries, matrix)
+        np.cumsum(np.bincount(stacked.rows, minlength=len(anchors)), out=indptr[1:])
+        return sp.csr_matrix((stacked.values, stacked.columns.astype(np.int32), indptr),
+                             shape=(len(anchors), int(self.offsets_[-1])))
 
-    def _pair_scores(self, queries: _Queries, rows: np.ndarray, vertices: np.ndarray,
-                     n_links: int) -> np.ndarray:
+    def _pair_scores(self, queries: sp.csr_matrix, rows: np.ndarray,
+                     vertices: np.ndarray) -> np.ndarray:
         """Exact s_v of each (link ``rows[i]``, vertex ``vertices[i]``) pair."""
-        total = np.zeros(len(rows))
-        for field, entries in zip(self.fields_, queries.entries, strict=True):
-            total += pair_products(field.doc_weights_, entries, rows, vertices, n_links)
-        return total
+        return pair_products([field.doc_weights_ for field in self.fields_], self.offsets_,
+                             queries, rows, vertices)
 
     def _all_postings(self) -> sp.csr_matrix:
         """All fields' postings (term x vertex) stacked, built on first use."""
@@ -317,8 +220,9 @@ class LinkIndex:
 
     def _finish(self) -> None:
         self.n_vertices_ = self.fields_[0].n_docs_
+        self._stacked = StackedFields(self.fields_)
         # First column of each field's terms in the stacked term space (as the query matrix).
-        self.offsets_ = np.cumsum([0] + [len(f.vocabulary_) for f in self.fields_])
+        self.offsets_ = self._stacked.offsets
         self.postings_ = stack([top_postings(term_major(f.doc_weights_), cap)
                                  for f, cap in zip(self.fields_, self.caps, strict=True)])
         self._postings_all = None

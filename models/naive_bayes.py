@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,10 +35,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-# Characters tokenised per text. Chinese segmentation costs ~1.5-2 µs per character in pure
-# Python, so a whole 15 KB page (~4,000 characters) takes ~7 ms; a sample of 2,000 characters
-# spread over the page (benchmarks/bench_classify.py: ~280 Chinese / ~1,700 English pages/s per
-# core) is still far more evidence than the posterior's temperature lets count (see above).
+# Characters tokenised per text. Chinese segmentation costs ~0.4-1 µs per character, so a whole
+# 15 KB page (~4,000 characters) takes ~2-4 ms; a sample of 2,000 characters spread over the
+# page (benchmarks/bench_classify.py: ~450-850 Chinese / ~9,000 English pages/s per core) is
+# still far more evidence than the posterior's temperature lets count (see above).
 DEFAULT_MAX_CHARS = 2_000
 SAMPLE_WINDOWS = 4
 
@@ -107,14 +108,14 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
 
     def log_odds(self, texts: Sequence[str]) -> np.ndarray:
         """Plain NB ``log P(relevant|text) - log P(irrelevant|text)`` for each text."""
-        return self._log_odds(self._counts(texts))
+        return self._log_odds(*self._token_columns(texts), len(texts))
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(relevant | text) for each text, shape (n,), tempered as the module docstring says."""
-        counts = self._counts(texts)
-        log_odds = self._log_odds(counts)
+        rows, columns = self._token_columns(texts)
+        log_odds = self._log_odds(rows, columns, len(texts))
         if self.evidence_tokens is not None:
-            n_tokens = np.asarray(counts.sum(axis=1)).ravel()
+            n_tokens = np.bincount(rows, minlength=len(texts))
             log_odds = log_odds / np.maximum(1.0, n_tokens / self.evidence_tokens)
         return expit(log_odds)
 
@@ -127,19 +128,30 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
         return float(self.predict_proba([text])[0])
 
     def _counts(self, texts: Sequence[str]) -> csr_matrix:
-        """Word counts over the vocabulary, like ``vectorizer_.transform`` at a fraction of its
-        per-call cost (repeated indices in a row are summed by every sparse operation we use)."""
-        vocabulary = self.vectorizer_.vocabulary_
-        indices: list[int] = []
-        indptr = [0]
-        for text in self._capped(texts):
-            indices.extend(i for i in map(vocabulary.get, tokenize(text)) if i is not None)
-            indptr.append(len(indices))
-        data = np.ones(len(indices))
-        return csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, len(vocabulary)))
+        """Word counts over the vocabulary, as ``vectorizer_.transform`` gives them (repeated
+        indices in a row are summed by every sparse operation)."""
+        rows, columns = self._token_columns(texts)
+        indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(texts)), out=indptr[1:])
+        return csr_matrix((np.ones(len(columns)), columns, indptr),
+                          shape=(len(texts), len(self.vectorizer_.vocabulary_)))
 
-    def _log_odds(self, counts) -> np.ndarray:
-        return self.prior_log_odds_ + counts @ self.word_log_ratio_
+    def _token_columns(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(text number, vocabulary column) of every known token, texts and tokens in order:
+        one vocabulary look-up per token, no per-text arrays."""
+        token_lists = [tokenize(text) for text in self._capped(texts)]
+        lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+        columns = np.fromiter(map(self.vectorizer_.vocabulary_.get,
+                                  chain.from_iterable(token_lists), repeat(-1)),
+                              dtype=np.int64, count=int(lengths.sum()))
+        rows = np.repeat(np.arange(len(token_lists)), lengths)
+        known = columns >= 0
+        return rows[known], columns[known]
+
+    def _log_odds(self, rows: np.ndarray, columns: np.ndarray, n_texts: int) -> np.ndarray:
+        # Sums each text's word weights in token order: the same floats as counts @ weights.
+        weights = np.bincount(rows, weights=self.word_log_ratio_[columns], minlength=n_texts)
+        return self.prior_log_odds_ + weights
 
     def _capped(self, texts: Sequence[str]) -> list[str]:
         capped = []

@@ -11,7 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from models.bm25 import distinct
+try:  # scipy's kernel of the sparse product, whose public form first counts the entries
+    from scipy.sparse._sparsetools import csr_matmat
+except ImportError:  # pragma: no cover - a scipy without it: the public product
+    csr_matmat = None
 
 
 def term_major(doc_weights: sp.csr_matrix) -> sp.csr_matrix:
@@ -23,6 +26,30 @@ def term_major(doc_weights: sp.csr_matrix) -> sp.csr_matrix:
 
 def stack(postings: Sequence[sp.csr_matrix]) -> sp.csr_matrix:
     return sp.vstack(postings, format="csr", dtype=postings[0].dtype)
+
+
+def product(queries: sp.csr_matrix, postings: sp.csr_matrix) -> sp.csr_matrix:
+    """``queries @ postings`` (CSR, one dtype) by scipy's own kernel, so the same floats, without
+    the first of scipy's two passes, which counts the product's entries (a tenth of the time):
+    here the postings the query terms reach bound their number. A row's entries are unsorted."""
+    if queries.shape[1] != postings.shape[0]:
+        raise ValueError(f"product: shapes {queries.shape} and {postings.shape} do not match")
+    if csr_matmat is None or queries.dtype != postings.dtype:
+        return (queries @ postings).tocsr()
+    columns = queries.indices
+    bound = int((postings.indptr[columns + 1] - postings.indptr[columns]).sum())
+    wide = max(bound, postings.nnz, *postings.shape) >= np.iinfo(np.int32).max
+    index = np.int64 if wide or postings.indptr.dtype == np.int64 else np.int32
+    indptr = np.empty(queries.shape[0] + 1, dtype=index)
+    indices = np.empty(bound, dtype=index)
+    data = np.empty(bound, dtype=queries.dtype)
+    csr_matmat(queries.shape[0], postings.shape[1],
+               queries.indptr.astype(index, copy=False), columns.astype(index, copy=False),
+               queries.data, postings.indptr.astype(index, copy=False),
+               postings.indices.astype(index, copy=False), postings.data, indptr, indices, data)
+    nnz = int(indptr[-1])
+    return sp.csr_matrix((data[:nnz], indices[:nnz], indptr),
+                         shape=(queries.shape[0], postings.shape[1]))
 
 
 def top_postings(postings: sp.csr_matrix, cap: int | None) -> sp.csr_matrix:
@@ -75,44 +102,72 @@ def _top_in_block(postings: sp.csr_matrix, rows: slice, cap: int) -> np.ndarray:
 def top_per_row(scores: sp.csr_matrix, k: int,
                 min_ratio: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(row, column) of the entries among the k largest of their row, ties at the k-th value
-    included, row by row; entries below ``min_ratio`` times their row's largest are left out
-    first (which spares sorting most entries). One sort of the rest, no loop over rows."""
+    included, row by row; entries below ``min_ratio`` times their row's largest are left out.
+    No sort and no loop over rows: at most k passes over the entries that can be chosen."""
     counts = np.diff(scores.indptr)
     nonempty = np.flatnonzero(counts)
-    rows = np.repeat(np.arange(len(counts)), counts)
     row_max = np.zeros(len(counts), dtype=scores.dtype)
     row_max[nonempty] = np.maximum.reduceat(scores.data, scores.indptr[nonempty])
-    if k == 1:
-        chosen = np.flatnonzero(scores.data >= row_max[rows])
-        return rows[chosen], scores.indices[chosen]
-    near = np.flatnonzero(scores.data >= min_ratio * row_max[rows])
-    rows, data, columns = rows[near], scores.data[near], scores.indices[near]
-    counts = np.bincount(rows, minlength=len(counts))
-    nonempty = np.flatnonzero(counts)
-    starts = np.cumsum(counts) - counts
-    key = 2.0 * rows + (1.0 - data)  # scores lie in [0, 1): rows never overlap
-    limit = np.zeros(len(counts))
-    limit[nonempty] = np.sort(key)[starts[nonempty] + np.minimum(counts[nonempty], k) - 1]
-    chosen = key <= limit[rows]
-    return rows[chosen], columns[chosen]
+    threshold = row_max if k == 1 else min_ratio * row_max
+    near = np.flatnonzero(scores.data >= np.repeat(threshold, counts))
+    near_counts = np.diff(np.searchsorted(near, scores.indptr))  # of each row
+    rows = np.repeat(np.arange(len(counts)), near_counts)
+    if k == 1 or near.size == 0:
+        return rows, scores.indices[near]
+    # Ranks are 1 - score in the scores' precision: scores a float apart may share a rank, and
+    # then count as tied.
+    rank = 1.0 - scores.data[near]
+    lengths = near_counts[near_counts > 0]
+    starts = np.cumsum(lengths) - lengths
+    chosen = rank <= np.repeat(_kth_smallest(rank, starts, lengths, k), lengths)
+    return rows[chosen], scores.indices[near[chosen]]
 
 
-def pair_products(doc_weights: sp.csr_matrix, entries: tuple[np.ndarray, ...], rows: np.ndarray,
-                   vertices: np.ndarray, n_links: int) -> np.ndarray:
-    """One field's part of the score of each (link, vertex) pair: the vertex's postings (its
-    row of ``doc_weights``) against the link's query ``entries`` (row, column, value)."""
-    query_rows, query_columns, query_values = entries
-    terms = distinct(query_columns)
-    slot = np.full(doc_weights.shape[1], -1, dtype=np.int32)  # term -> its place in ``terms``
+def _kth_smallest(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                  k: int) -> np.ndarray:
+    """The k-th smallest value of each group ``values[starts[i]:starts[i+1]]`` counting repeats
+    (the largest if the group is smaller): k - 1 rounds, each moving the groups that still have
+    fewer than k values at or below their limit to their next distinct value."""
+    limit = np.minimum.reduceat(values, starts)
+    for _ in range(k - 1):
+        at_most = values <= np.repeat(limit, lengths)
+        short = np.add.reduceat(at_most, starts) < np.minimum(lengths, k)
+        if not short.any():
+            break
+        above = np.where(at_most, np.inf, values)
+        limit[short] = np.minimum.reduceat(above, starts)[short]
+    return limit
+
+
+def pair_products(doc_weights: Sequence[sp.csr_matrix], offsets: Sequence[int],
+                  queries: sp.csr_matrix, rows: np.ndarray, vertices: np.ndarray) -> np.ndarray:
+    """The score of each (link ``rows[i]``, vertex ``vertices[i]``) pair: the vertex's postings
+    in each field (its row of ``doc_weights[f]``, whose terms are the stacked columns from
+    ``offsets[f]``) against the link's row of the stacked ``queries``, summed field by field."""
+    terms, slot = _column_slots(queries.indices, queries.shape[1])
+    n_terms = len(terms)
+    table = np.zeros(queries.shape[0] * n_terms, dtype=queries.dtype)  # (link, place) -> value
+    query_rows = np.repeat(np.arange(queries.shape[0]), np.diff(queries.indptr))
+    table[query_rows * n_terms + slot[queries.indices]] = queries.data
+    total = np.zeros(len(vertices))
+    for weights, offset in zip(doc_weights, offsets, strict=False):
+        positions, pair = row_positions(weights.indptr, vertices)
+        places = slot[weights.indices[positions] + offset]
+        hit = np.flatnonzero(places >= 0)
+        pair = pair[hit]
+        products = table[rows[pair] * n_terms + places[hit]] * weights.data[positions[hit]]
+        total += np.bincount(pair, weights=products, minlength=len(vertices))
+    return total
+
+
+def _column_slots(columns: np.ndarray, n_columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``columns`` ascending, and for each column its place among them (-1)."""
+    present = np.zeros(n_columns, dtype=bool)
+    present[columns] = True
+    terms = np.flatnonzero(present)
+    slot = np.full(n_columns, -1, dtype=np.int32)
     slot[terms] = np.arange(len(terms), dtype=np.int32)
-    table = np.zeros(n_links * len(terms), dtype=np.float32)  # (link, place) -> query value
-    table[query_rows * len(terms) + slot[query_columns]] = query_values
-    positions, pair = row_positions(doc_weights.indptr, vertices)
-    places = slot[doc_weights.indices[positions]]
-    hit = np.flatnonzero(places >= 0)
-    pair = pair[hit]
-    products = table[rows[pair] * len(terms) + places[hit]] * doc_weights.data[positions[hit]]
-    return np.bincount(pair, weights=products, minlength=len(vertices))
+    return terms, slot
 
 
 def row_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

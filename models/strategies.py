@@ -319,7 +319,7 @@ _BUILDERS: dict[str, _Builder] = {
 
 
 def available_strategies() -> list[str]:
-    return sorted(_BUILDERS)
+    return sorted([*_BUILDERS, "auto"])
 
 
 def make_strategy(name: str, settings: Settings, model: TopicModel | None = None,
@@ -329,6 +329,8 @@ def make_strategy(name: str, settings: Settings, model: TopicModel | None = None
     ``qtable`` returns the current Q-table (None before the learner first ran); only the
     ``jlse`` strategies read it. Raises ``UnknownStrategy`` or ``StrategyError`` (ValueErrors).
     """
+    if name == "auto":  # as jlse.topic resolves it: focused when there is a topic model
+        name = "bfs" if model is None else "jlse"
     try:
         build = _BUILDERS[name]
     except KeyError:

@@ -19,7 +19,8 @@ from models.link_index import (
     _url_parts_by_urlsplit,
     url_tokens,
 )
-from models.sparse_rows import top_per_row, top_postings
+from models.link_tokens import url_tokens_many
+from models.sparse_rows import product, top_per_row, top_postings
 
 # N = 3 documents of lengths 3, 2, 4: avgdl = 3, k1 = 2, b = 0.75.
 CORPUS = [["apple", "banana", "apple"], ["banana", "cherry"], ["cherry", "date", "egg", "fig"]]
@@ -183,6 +184,43 @@ def test_url_tokens_keep_host_path_and_query_words() -> None:
     assert url_tokens("http://www.phones.example.com/reviews/Battery_Life.html?id=42&q=x") == [
         "phones", "example", "reviews", "battery", "life", "id", "42", "q", "x"]
     assert url_tokens("http://[::1") == [] and url_tokens(None) == []  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["http://www.a-b.example.com/x/Y_z.html?q=1&r=t+u#f", "not a url",
+                                 "http://[::1", "https://h.org/%E4%B8%AD%E6%96%87/", "HTTP://X.Y/7",
+                                 "http://a.b/x%00y/z", "http://h.test/caf%C3%A9?x=%00", ""])
+                | st.text(alphabet=st.sampled_from(list("aZ09:/?#.%-_+ &=中é")), max_size=30)
+                .map(lambda tail: "http://" + tail) | st.none(), max_size=10))
+def test_url_tokens_many_is_url_tokens_of_each_url(urls: list) -> None:
+    assert url_tokens_many(urls) == [url_tokens(url) for url in urls]
+
+
+def test_fitted_vocabularies_map_each_token_to_its_first_appearance() -> None:
+    docs = [["b", "a", "b"], ["c", "a"], [], ["d"]]
+    assert FieldBM25().fit(docs).vocabulary_ == {"b": 0, "a": 1, "c": 2, "d": 3}
+    odd = [["x\x00y", "z"], [3, "z"]]  # NUL in a token, a token not a string: kept as they are
+    assert FieldBM25().fit(odd).vocabulary_ == {"x\x00y": 0, "z": 1, 3: 2}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sparse_product_is_scipys_to_the_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    queries = sp.random(rng.integers(0, 9), 40, density=0.2, random_state=seed, format="csr",
+                        dtype=np.float32)
+    postings = sp.random(40, 70, density=rng.choice([0.0, 0.1, 0.5]), random_state=seed + 9,
+                         format="csr", dtype=np.float32)
+    mine, scipys = product(queries, postings), (queries @ postings).tocsr()
+    mine.sort_indices()
+    scipys.sort_indices()
+    assert mine.shape == scipys.shape and mine.dtype == scipys.dtype
+    np.testing.assert_array_equal(mine.indptr, scipys.indptr)
+    np.testing.assert_array_equal(mine.indices, scipys.indices)
+    np.testing.assert_array_equal(mine.data, scipys.data)
+    wide = product(queries.astype(np.float64), postings)  # mixed dtypes: scipy's own product
+    np.testing.assert_allclose(wide.toarray(), scipys.toarray(), rtol=1e-6)
+    with pytest.raises(ValueError, match="shapes"):
+        product(queries, postings[:30])
 
 
 def test_fit_texts_tokenises_each_distinct_text_once_and_fits_like_fit() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.anchor import AnchorSimilarity
+from models import link_tokens
+from models.anchor import AnchorSimilarity, gtsat
 from models.jlse_evaluator import JLSEEvaluator
 from models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE
 from models.qtable import FORMAT_VERSION, HEADER_KEY, QTable, build_qtable
@@ -190,6 +191,18 @@ def test_before_any_qtable_sim_is_sim_anchor() -> None:
     evaluator = JLSEEvaluator(anchor_model.similarities, lambda: None)
     np.testing.assert_array_equal(evaluator.similarities(*LINKS),
                                   anchor_model.similarities(LINKS[0]))
+
+
+def test_anchor_similarity_is_nbs_posterior_and_shares_its_tokens() -> None:
+    model = AnchorSimilarity().fit(["phone review", "new smartphone", "soup recipe",
+                                    "football score"], [1, 1, 0, 0])
+    anchors = ["Phone reviews", "soup of the day", "", "e-mail the new smartphone", "zebra"]
+    expected = gtsat(model.nb_.predict_proba(anchors), model.floor)
+    np.testing.assert_array_equal(model.similarities(anchors), expected)
+    assert all(anchor in link_tokens._TEXT_TOKENS.entries for anchor in anchors)
+    odd = ["phone " * 100, None, "smartphone"]  # too long for the shared tokens, not a string
+    np.testing.assert_array_equal(model.similarities(odd),
+                                  gtsat(model.nb_.predict_proba(odd), model.floor))
 
 
 def test_sim_is_the_max_of_anchor_and_predicted(qtable: QTable) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import expit
 
 from models.anchor import AnchorSimilarity
 from models.naive_bayes import NaiveBayesTextClassifier, text_sample
@@ -171,6 +172,7 @@ def test_segmentation_matches_jieba_without_hmm() -> None:
     rng = random.Random(0)
     runs = [run for text in PHONE_ZH + OTHER_ZH for run in text.replace("，", "。").split("。") if run]
     runs += ["".join(chr(rng.randint(0x4E00, 0x9FD5)) for _ in range(rng.randint(1, 25))) for _ in range(300)]
+    runs += ["一一一", "丁丁丁", "哈哈哈哈哈"]  # exact ties between routes: the longer word wins
     for run in runs:
         assert list(_segment_run(run)) == jieba.lcut(run, HMM=False), run
 
@@ -247,6 +249,16 @@ def test_nb_counts_match_the_fitted_vectorizer(page_nb, corpus) -> None:
     texts = corpus["test_rel"] + corpus["test_irr"] + ["", "zebra"]
     fast = page_nb._counts(texts).toarray()
     assert (fast == page_nb.vectorizer_.transform(texts).toarray()).all()
+
+
+def test_nb_log_odds_are_the_sparse_product_to_the_last_bit(page_nb, corpus) -> None:
+    texts = corpus["test_rel"] + corpus["test_irr"] + ["", "zebra", None]  # type: ignore[list-item]
+    counts = page_nb._counts(texts)
+    expected = page_nb.prior_log_odds_ + counts @ page_nb.word_log_ratio_
+    assert np.array_equal(page_nb.log_odds(texts), expected)
+    n_tokens = np.asarray(counts.sum(axis=1)).ravel()
+    tempered = expit(expected / np.maximum(1.0, n_tokens / page_nb.evidence_tokens))
+    assert np.array_equal(page_nb.predict_proba(texts), tempered)
 
 
 def test_text_sample_spreads_over_long_texts() -> None:
