@@ -60,7 +60,8 @@ class EmbeddedCrawler:
         self.on_results = on_results  # told the ResultTable size after each new result (learner)
         self.frontier = LocalFrontier(settings.frontier_size, settings.domain_diversity,
                                       settings.priority_slack)
-        self.politeness = HostPoliteness(settings.politeness_delay)
+        self.politeness = HostPoliteness(settings.politeness_delay,
+                                         host_concurrency=settings.host_concurrency)
         self.counters = CrawlCounters()
         self._in_flight: dict[Future, CrawlTask] = {}
         self._low_in_flight: set[Future] = set()  # in flight with a "low" priority

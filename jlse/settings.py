@@ -20,7 +20,7 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
-STRATEGIES = ("bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes", "vsm")
+STRATEGIES = ("auto", "bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes", "vsm")
 
 
 class SettingsError(ValueError):
@@ -30,7 +30,7 @@ class SettingsError(ValueError):
 @dataclass
 class Settings:
     # --- the crawl ---
-    strategy: str = "bfs"
+    strategy: str = "auto"  # jlse when the topic has samples or keywords, else bfs
     max_pages: int = 1000  # fetched pages, robots.txt fetches not counted
     concurrency: int = 16  # fetch threads (embedded) / in-flight tasks (distributed)
     expand_targets: bool = False  # paper: target (detail) pages are not expanded
@@ -52,6 +52,7 @@ class Settings:
     # --- politeness and robots.txt ---
     obey_robots: bool = True
     politeness_delay: float = 1.0  # minimum seconds between requests to one host
+    host_concurrency: int = 1  # requests in flight per host (embedded; >1 needs delay 0)
     max_crawl_delay: float = 30.0  # Crawl-delay values above this are capped
     robots_cache_size: int = 1000
     robots_cache_ttl: float = 24 * 3600.0
@@ -72,7 +73,8 @@ class Settings:
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- distributed mode (--frontier redis://...) ---
     max_outstanding: int = 0  # fetch tasks queued or running at once; 0 = 2 x concurrency
-    lease_seconds: float = 300.0  # a popped URL returns to the frontier if not done by then
+    lease_seconds: float = 150.0  # a popped URL returns to the frontier if not done by then
+    # (above the Celery task time limit of 120 s, so a running task never loses its lease)
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
@@ -101,7 +103,8 @@ class Settings:
             )
         for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
                     "frontier_size", "max_url_length", "robots_cache_size", "cf",
-                    "domain_diversity", "max_pages_per_host", "low_priority_slots"):
+                    "domain_diversity", "max_pages_per_host", "low_priority_slots",
+                    "host_concurrency"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
         for key in ("connect_timeout", "read_timeout", "fetch_deadline"):
@@ -111,6 +114,9 @@ class Settings:
                     "max_depth", "max_redirects"):
             if getattr(self, key) < 0:
                 raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
+        if self.host_concurrency > 1 and self.politeness_delay > 0:
+            raise SettingsError("host_concurrency: more than 1 request per host is for servers "
+                                "you run; it needs politeness_delay=0")
         if self.max_outstanding < 0:
             raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
         if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task

@@ -12,7 +12,7 @@ samples/anchors.tsv          label<TAB>anchor text, label in {relevant, irreleva
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,10 @@ def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None) ->
                          f"{too_long[0][:80]}...")
     samples = read_samples(path / "samples", settings.keywords)
     name = settings.name or path.resolve().name
-    return Topic(path=path, name=name, seeds=seeds, settings=settings, samples=samples)
+    topic = Topic(path=path, name=name, seeds=seeds, settings=settings, samples=samples)
+    if settings.strategy == "auto":  # the focused crawl when there is a topic to focus on
+        topic.settings = replace(settings, strategy="jlse" if topic.has_samples else "bfs")
+    return topic
 
 
 def read_seeds(path: Path) -> list[str]:

@@ -1,4 +1,7 @@
-"""Per-host politeness for the embedded crawl: one request in flight per host, and a delay.
+"""Per-host politeness for the embedded crawl: requests in flight per host, and a delay.
+
+At most ``host_concurrency`` requests (default 1) are in flight to one host; a value above 1 is
+for crawls of servers the user runs (politeness off), and needs ``politeness_delay=0``.
 
 The delay between two requests to a host is ``max(politeness_delay, Crawl-delay)`` counted from
 the end of the previous request, so start-to-start intervals are never shorter. A host whose
@@ -8,27 +11,33 @@ robots.txt could not be read is blocked until its retry time.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 
 
 class HostPoliteness:
-    def __init__(self, delay: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, delay: float, clock: Callable[[], float] = time.monotonic,
+                 host_concurrency: int = 1) -> None:
         self.delay = delay
+        self.host_concurrency = host_concurrency
         self._clock = clock
-        self._busy: set[str] = set()
+        self._busy: Counter[str] = Counter()  # host -> requests in flight
         self._ready_at: dict[str, float] = {}
         self._crawl_delay: dict[str, float] = {}
 
     def is_ready(self, host: str) -> bool:
-        return host not in self._busy and self._ready_at.get(host, 0.0) <= self._clock()
+        return self._busy[host] < self.host_concurrency and \
+            self._ready_at.get(host, 0.0) <= self._clock()
 
     def acquire(self, host: str) -> None:
         """Mark a request to ``host`` as in flight."""
-        self._busy.add(host)
+        self._busy[host] += 1
 
     def release(self, host: str, crawl_delay: float | None = None, blocked_for: float = 0.0) -> None:
         """The request to ``host`` ended; it may be contacted again after its delay."""
-        self._busy.discard(host)
+        self._busy[host] -= 1
+        if self._busy[host] <= 0:
+            del self._busy[host]
         if crawl_delay is not None:
             self._crawl_delay[host] = crawl_delay
         wait = max(self.delay, self._crawl_delay.get(host, 0.0), blocked_for)

@@ -21,7 +21,7 @@ from crawl_checks import (
 from jlse.run import CrawlSetupError, run_crawl
 from scheduler.store import open_store
 
-FAST = {"politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
+FAST = {"strategy": "bfs", "politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
         "connect_timeout": 2.0, "read_timeout": 2.0, "fetch_deadline": 4.0}
 
 
@@ -55,6 +55,25 @@ def test_bfs_crawl_reaches_budget_politely(phones_topic, sandbox, sandbox_web, t
         assert sum(1 for _ in store.iter_links()) == stats.links
     assert (tmp_path / "w" / "summary.json").exists()
     assert (tmp_path / "w" / "crawl.log").stat().st_size > 0
+
+
+def test_host_concurrency_with_politeness_off(phones_topic, sandbox, tmp_path):
+    sandbox.clear_log()
+    summary = crawl(phones_topic, sandbox, tmp_path / "w", 200, politeness_delay=0.0,
+                    host_concurrency=4)
+    assert summary.fetched == 200
+    assert duplicate_fetches(sandbox.log) == []
+
+
+def test_default_strategy_is_focused_when_the_topic_allows(phones_topic, tmp_path):
+    from jlse.topic import load_topic
+
+    assert load_topic(phones_topic).settings.strategy == "jlse"  # samples: the focused crawl
+    assert load_topic(phones_topic, {"strategy": "ata"}).settings.strategy == "ata"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "seeds.txt").write_text("http://a.test/\n")
+    assert load_topic(bare).settings.strategy == "bfs"  # nothing to focus on
 
 
 def test_crawl_judges_relevance(phones_topic, sandbox, sandbox_web, tmp_path):
@@ -107,7 +126,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(phones_topic, sandbox, tmp_pat
     cmd = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(phones_topic),
            "--workdir", str(workdir), "--max-pages", "120", "--no-progress", "--json",
            "--set", f"proxy={sandbox.proxy_url}", "--set", "politeness_delay=0.5",
-           "--set", "concurrency=2"]
+           "--set", "concurrency=2", "--strategy", "bfs"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     _wait_for_requests(sandbox, proc, at_least=10)  # the crawl loop runs (not start-up)
@@ -181,7 +200,7 @@ def test_sigkill_loses_nothing(phones_topic, sandbox, tmp_path):
     workdir = tmp_path / "w"
     base = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(phones_topic),
             "--workdir", str(workdir), "--max-pages", "100", "--no-progress", "--json",
-            "--set", f"proxy={sandbox.proxy_url}", "--set", "concurrency=3"]
+            "--set", f"proxy={sandbox.proxy_url}", "--set", "concurrency=3", "--strategy", "bfs"]
     proc = subprocess.Popen(base + ["--set", "politeness_delay=0.5"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     _wait_for_requests(sandbox, proc, at_least=10)

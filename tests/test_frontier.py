@@ -117,3 +117,18 @@ def test_politeness_one_in_flight_and_delay():
     p.release("a.test", blocked_for=60.0)  # robots.txt unavailable
     now[0] += 30
     assert not p.is_ready("a.test")
+
+
+def test_politeness_host_concurrency_allows_several_in_flight():
+    p = HostPoliteness(delay=0.0, host_concurrency=3)
+    for _ in range(3):
+        assert p.is_ready("a.test")
+        p.acquire("a.test")
+    assert not p.is_ready("a.test")
+    assert p.is_ready("b.test")
+    p.release("a.test")
+    assert p.is_ready("a.test")
+    assert p.busy_hosts == 1
+    p.release("a.test")
+    p.release("a.test")
+    assert p.busy_hosts == 0

@@ -20,7 +20,7 @@ def test_precedence_defaults_toml_cli(tmp_path: Path):
     assert s.max_pages == 70  # CLI beats topic.toml
     assert s.politeness_delay == 0.5  # topic.toml beats the default
     assert s.concurrency == 4  # a [table] is flattened
-    assert s.strategy == "bfs"  # None on the command line means "not given"
+    assert s.strategy == "auto"  # None on the command line means "not given"
 
 
 def test_unknown_key_is_named(tmp_path: Path):
@@ -41,7 +41,8 @@ def test_wrong_type_is_named(key, value):
 
 @pytest.mark.parametrize("key,value", [
     ("max_pages", 0), ("strategy", "random-walk"), ("relevance_threshold", 1.5),
-    ("read_timeout", 0), ("field_weights", [1, 2]),
+    ("read_timeout", 0), ("field_weights", [1, 2]), ("host_concurrency", 0),
+    ("host_concurrency", 4),  # with the default politeness_delay: refused
 ])
 def test_impossible_values(key, value):
     with pytest.raises(SettingsError, match=key):

@@ -184,8 +184,12 @@ def test_vsm_priority_is_relevance_times_link_match() -> None:
 # --- make_strategy ---
 
 def test_make_strategy_unknown_name() -> None:
-    with pytest.raises(UnknownStrategy, match="random-walk.*available: ata, bayes"):
+    with pytest.raises(UnknownStrategy, match="random-walk.*available: ata, auto, bayes"):
         make_strategy("random-walk", Settings())
+
+
+def test_auto_is_jlse_with_a_model_else_bfs() -> None:
+    assert make_strategy("auto", Settings(), None).name == "bfs"
 
 
 def test_every_setting_strategy_is_available() -> None:

@@ -75,6 +75,9 @@ class SqliteStore(SqlCrawlStore):
                 self._rollback()
                 log.error("%s failed on %s: %s", what, self.path, exc)
                 raise StoreError(f"{what} failed on SQLite crawl database {self.path}: {exc}") from exc
+            except BaseException:  # Ctrl+C (or any other error) mid-transaction: end it
+                self._rollback()
+                raise
             finally:
                 cur.close()
 
