@@ -22,15 +22,21 @@ database's meta table, so ``jlse frontier rebuild`` restores a crawl whose Redis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import redis
 
 from jlse.settings import Settings, apply_overrides
+from scheduler import redis_scripts
+from scheduler.records import CrawlTask
+from scheduler.redis_frontier import fingerprint
+from scheduler.urls import host_of
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # A worker's transactions issue their statements back to back; one idle for longer has lost its
@@ -54,6 +60,20 @@ return 0
 
 class RegistryError(RuntimeError):
     """A crawl is missing from Redis or its registration is unreadable."""
+
+
+@dataclass
+class TaskStart:
+    """What a worker checks before a task (``CrawlRegistry.task_start``)."""
+
+    lease_current: bool  # the task's lease is the live one (see ``RedisFrontier.lease_current``)
+    host_fetched: int  # pages fetched from the task's host so far
+    robots_failures: int  # robots.txt of the task's host unavailable so far
+
+
+def config_sha1(raw: bytes) -> str:
+    """The digest a registered config is checked against (Lua's ``redis.sha1hex``)."""
+    return hashlib.sha1(raw).hexdigest()
 
 
 def settings_from_config(config: dict[str, Any]) -> Settings:
@@ -123,6 +143,7 @@ class CrawlRegistry:
         self.client = client
         self.root = root if root is not None else key_prefix()
         self._claim_learn = client.register_script(_CLAIM_LEARN)
+        self._task_start = client.register_script(redis_scripts.TASK_START)
 
     def prefix(self, crawl_id: str) -> str:
         return f"{self.root}{check_crawl_id(crawl_id)}:"
@@ -242,6 +263,31 @@ class CrawlRegistry:
 
     def note_host_fetch(self, crawl_id: str, host: str) -> int:
         return int(self.client.hincrby(self.prefix(crawl_id) + "hosts", host.lower(), 1))
+
+    def fetch_counts(self, crawl_id: str, fetched: str | None, hosts: list[str]
+                     ) -> dict[str, int]:
+        """``note_host_fetch(fetched)`` unless None, then ``host_counts(hosts)``: one round
+        trip."""
+        key = self.prefix(crawl_id) + "hosts"
+        pipe = self.client.pipeline(transaction=False)
+        if fetched is not None:
+            pipe.hincrby(key, fetched.lower(), 1)
+        if hosts:
+            pipe.hmget(key, hosts)
+        values = pipe.execute()[-1] if hosts else []
+        return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
+
+    def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask) -> TaskStart | None:
+        """A worker's checks before ``task`` in one round trip; None when the crawl's config
+        is gone or is no longer the one whose ``config_sha1`` is ``config_digest``."""
+        host = host_of(task.url)
+        args = [self.frontier_prefix(crawl_id), fingerprint(task.url), getattr(task, "lease", ""),
+                self.prefix(crawl_id) + "config", config_digest, self.prefix(crawl_id) + "hosts",
+                self.prefix(crawl_id) + "robots_failures", host]
+        reply = self._task_start(args=args)
+        if not reply[0]:
+            return None
+        return TaskStart(bool(reply[1]), int(reply[2]), int(reply[3]))
 
     def set_host_counts(self, crawl_id: str, counts: dict[str, int]) -> None:
         key = self.prefix(crawl_id) + "hosts"

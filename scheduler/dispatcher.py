@@ -11,7 +11,11 @@ Celery consumers (monitoring, retries, scaling come from Celery).
 Each round, per crawl: return expired leases (``reap``: a worker killed with SIGKILL loses no
 URL), then pop and send while fewer than ``max_outstanding`` are in flight and the page budget
 (``max_pages - fetched - in flight``) is not spent. A crawl is done when ``fetched`` reached
-``max_pages`` or the frontier is empty with nothing in flight.
+``max_pages`` or the frontier is empty with nothing in flight. The round's Redis side (checks,
+reap, counters, pops) is one Lua script (``redis_scripts.DISPATCH``), so it costs one round
+trip. Between rounds the dispatcher blocks on the crawls' ``wake`` lists (BLPOP), which every
+ack and release fills: it wakes as soon as a host or a slot is free rather than polling, and
+otherwise when a sleeping host's delay ends, a lease may have expired, or ``IDLE_SLEEP`` passed.
 
 Restart-safe: the dispatcher holds no state of its own. Leases, counters and the frontier are
 in Redis, results in PostgreSQL; a restarted dispatcher simply carries on (leases handed out by
@@ -20,8 +24,9 @@ the previous one are either acknowledged by workers or reaped).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,20 +34,24 @@ from dataclasses import dataclass, field
 import redis
 
 from jlse.settings import Settings
+from scheduler import redis_scripts
 from scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
-from scheduler.redis_frontier import RedisFrontier
+from scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 
 log = logging.getLogger(__name__)
 
 RATE_WINDOW = 5.0  # seconds between pages/s estimates
 REAP_EVERY = 0.5  # seconds
-IDLE_SLEEP = 0.2  # longest sleep when nothing could be sent
-BUSY_POLL = 0.01  # sleep while tasks are in flight: their acks free hosts at any moment
+IDLE_SLEEP = 0.2  # longest wait between rounds
+MIN_WAIT = 0.005  # shortest wait for a sleeping host
+# Redis checks blocking timeouts only at its ``hz`` (10/s by default), so a BLPOP may return up
+# to 0.1 s late: waits shorter than this are plain sleeps, longer ones stop blocking this early.
+BLOCK_SLACK = 0.1
 
 
 @dataclass
 class _Crawl:
-    config_raw: bytes
+    config_sha1: str
     settings: Settings
     frontier: RedisFrontier
     max_outstanding: int
@@ -50,7 +59,20 @@ class _Crawl:
     rate_sample: tuple[float, float] = field(default_factory=lambda: (time.monotonic(), -1.0))
 
 
+@dataclass
+class DispatchRound:
+    """What one round's script did and saw (counts after its pops)."""
+
+    tasks: list[LeasedTask]
+    fetched: int
+    in_flight: int
+    queued: int
+    reaped: int
+    sleeper_ready_in: float | None  # seconds until the next sleeping host wakes; None: none
+
+
 SendTask = Callable[[str, dict], None]
+_INACTIVE = DispatchRound([], 0, 0, 0, 0, None)  # the crawl left the active set
 
 
 class Dispatcher:
@@ -62,6 +84,9 @@ class Dispatcher:
         self.sent = 0
         self._crawls: dict[str, _Crawl] = {}
         self._stopping = False
+        self._script = registry.client.register_script(redis_scripts.DISPATCH)
+        self._active: list[str] = []
+        self._active_read = -float("inf")
 
     def stop(self) -> None:
         self._stopping = True
@@ -71,18 +96,17 @@ class Dispatcher:
         log.info("dispatcher serving crawls under %s", self.registry.root)
         while not self._stopping:
             try:
-                sent, wait = self.round()
+                _, wait = self.round()
+                self.wait(wait)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("dispatcher: Redis unavailable (%s); retrying", exc)
                 time.sleep(1.0)
-                continue
-            if sent == 0:
-                time.sleep(wait)
 
     def round(self) -> tuple[int, float]:
-        """One pass over the active crawls; (tasks sent, seconds to sleep if none were)."""
+        """One pass over the active crawls; (tasks sent, seconds until a round is due even if
+        no lease ends meanwhile)."""
         total, wait = 0, IDLE_SLEEP
-        active = self.registry.active()
+        active = self._active_crawls()
         for crawl_id in list(self._crawls):
             if crawl_id not in active:
                 del self._crawls[crawl_id]
@@ -96,82 +120,124 @@ class Dispatcher:
             wait = min(wait, ready_in)
         return total, wait
 
+    def _active_crawls(self) -> list[str]:
+        """The active crawls, read again at most every ``IDLE_SLEEP`` (a new crawl waits that
+        long at most; each round's script checks that a served crawl is still active)."""
+        now = self.clock()
+        if now - self._active_read >= IDLE_SLEEP:
+            self._active, self._active_read = self.registry.active(), now
+        return self._active
+
+    def wait(self, seconds: float) -> None:
+        """Until a lease of a served crawl ends (its ``wake`` list) or ``seconds`` passed."""
+        keys = [crawl.frontier.wake_key for crawl in self._crawls.values()]
+        if not keys or seconds < BLOCK_SLACK + MIN_WAIT:
+            time.sleep(seconds)
+        else:
+            self.registry.client.blpop(keys, timeout=seconds - BLOCK_SLACK)
+
     def serve(self, crawl_id: str) -> tuple[int, float]:
-        """Dispatch what crawl ``crawl_id`` may have now; (sent, seconds to wait if none was)."""
+        """Dispatch what crawl ``crawl_id`` may have now; (sent, seconds until a round is due
+        even if no lease ends meanwhile)."""
         crawl = self._crawl(crawl_id)
         now = self.clock()
-        if now - crawl.last_reap >= REAP_EVERY:
+        reap = now - crawl.last_reap >= REAP_EVERY
+        if reap:
             crawl.last_reap = now
-            reaped = crawl.frontier.reap()
-            if reaped:
-                log.info("crawl %s: %d expired leases returned to the frontier", crawl_id, reaped)
-        fetched = int(self.registry.counters(crawl_id)["fetched"])
-        self._note_rate(crawl_id, crawl, fetched)
-        in_flight = crawl.frontier.in_flight()
-        budget = crawl.settings.max_pages - fetched - in_flight
-        sent = 0
-        low_below = self._low_priority_bound(crawl)
-        low_in_flight = crawl.frontier.in_flight_below(low_below)
-        while in_flight < crawl.max_outstanding and budget > 0:
-            low_slots_full = low_in_flight >= crawl.settings.low_priority_slots
-            task = crawl.frontier.pop(min_priority=low_below if low_slots_full else None)
-            if task is None:
-                break  # nothing ready, or only low URLs while better ones wait for their host
-            self._send(crawl_id, crawl, task)
-            sent, in_flight, budget = sent + 1, in_flight + 1, budget - 1
-            low_in_flight += task.priority < low_below
-        self._finish_if_done(crawl_id, crawl, fetched, in_flight)
-        ready_in = crawl.frontier.next_ready_in()
-        wait = IDLE_SLEEP if ready_in is None else max(ready_in, 0.005)
-        return sent, min(wait, BUSY_POLL) if in_flight else wait
+        result = self._dispatch(crawl_id, crawl, reap)
+        if result is None:  # registered again (--resume) since cached: settings may differ
+            crawl = self._crawl(crawl_id, refresh=True)
+            result = self._dispatch(crawl_id, crawl, reap)
+            if result is None:
+                raise RegistryError(f"crawl {crawl_id!r} changed its config twice in a row")
+        if result is _INACTIVE:  # stopped or done meanwhile
+            self._crawls.pop(crawl_id, None)
+            self._active_read = -float("inf")
+            return 0, IDLE_SLEEP
+        if result.reaped:
+            reaped = result.reaped
+            if reaped >= REAP_BATCH:
+                reaped += crawl.frontier.reap()
+            log.info("crawl %s: %d expired leases returned to the frontier", crawl_id, reaped)
+        self._note_rate(crawl_id, crawl, result.fetched)
+        self._send_all(crawl_id, crawl, result.tasks)
+        self._finish_if_done(crawl_id, crawl, result)
+        wait = IDLE_SLEEP  # below REAP_EVERY: expired leases come back on time
+        if result.sleeper_ready_in is not None:
+            wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
+        return len(result.tasks), wait
 
-    def _low_priority_bound(self, crawl: _Crawl) -> float:
-        """As the embedded crawl: URLs below ``priority_slack`` x the best queued priority are
-        "low" and only ``low_priority_slots`` of them may be in flight, so slots left idle by
-        busy relevant hosts do not fill with junk."""
-        best = crawl.frontier.best_priority()
-        return -math.inf if best is None else crawl.settings.priority_slack * best
+    def _dispatch(self, crawl_id: str, crawl: _Crawl, reap: bool) -> DispatchRound | None:
+        """The round's script (see ``redis_scripts.DISPATCH``); None if the config changed,
+        ``_INACTIVE`` if the crawl is no longer active."""
+        settings, frontier = crawl.settings, crawl.frontier
+        prefix = self.registry.prefix(crawl_id)
+        args = [frontier.prefix, repr(frontier.now()), repr(frontier.lease_seconds),
+                prefix + "counters", prefix + "config", crawl.config_sha1, settings.max_pages,
+                crawl.max_outstanding, repr(float(settings.priority_slack)),
+                settings.low_priority_slots, REAP_BATCH if reap else 0,
+                repr(frontier.default_delay), frontier.max_size, self.registry.root + "crawls",
+                crawl_id]
+        reply = self._script(args=args)
+        if reply[0] == -1:
+            return _INACTIVE
+        if not reply[0]:
+            return None
+        fetched, in_flight, queued, reaped, ready_in = reply[1:6]
+        tasks = []
+        for body, token in zip(reply[6::2], reply[7::2], strict=True):
+            task = LeasedTask.from_dict(json.loads(body))
+            task.lease = token.decode() if isinstance(token, bytes) else str(token)
+            tasks.append(task)
+        return DispatchRound(tasks, int(fetched), int(in_flight), int(queued), int(reaped),
+                             float(ready_in) if ready_in else None)
 
-    def _send(self, crawl_id: str, crawl: _Crawl, task) -> None:
-        try:
-            self.send(crawl_id, task.to_dict())
-        except Exception:
-            crawl.frontier.release(task, 0.0)  # not sent: back in its place
-            raise
-        self.sent += 1
+    def _send_all(self, crawl_id: str, crawl: _Crawl, tasks: list[LeasedTask]) -> None:
+        for i, task in enumerate(tasks):
+            try:
+                self.send(crawl_id, task.to_dict())
+            except Exception:
+                for unsent in tasks[i:]:  # back in their places
+                    crawl.frontier.release(unsent, 0.0)
+                raise
+            self.sent += 1
 
-    def _finish_if_done(self, crawl_id: str, crawl: _Crawl, fetched: int, in_flight: int) -> None:
-        if in_flight > 0:
+    def _finish_if_done(self, crawl_id: str, crawl: _Crawl, result: DispatchRound) -> None:
+        if result.in_flight > 0:
             return
-        if fetched >= crawl.settings.max_pages:
+        if result.fetched >= crawl.settings.max_pages:
             reason = "page budget reached"
-        elif len(crawl.frontier) == 0:
+        elif result.queued == 0:
             reason = "frontier empty"
         else:
             return
         self.registry.set_status(crawl_id, "done", reason)
         self._crawls.pop(crawl_id, None)
-        log.info("crawl %s done: %s (%d pages)", crawl_id, reason, fetched)
+        log.info("crawl %s done: %s (%d pages)", crawl_id, reason, result.fetched)
 
-    def _crawl(self, crawl_id: str) -> _Crawl:
-        """The cached frontier and settings of a crawl (rebuilt when its config changes)."""
-        raw = self.registry.config_raw(crawl_id)
-        if raw is None:
-            raise RegistryError(f"crawl {crawl_id!r} is active but has no config")
+    def _crawl(self, crawl_id: str, refresh: bool = False) -> _Crawl:
+        """The cached frontier and settings of a crawl (``refresh``: read its config again;
+        each round's script checks that the cached one is still current)."""
         crawl = self._crawls.get(crawl_id)
-        if crawl is None or crawl.config_raw != raw:
+        if crawl is None or refresh:
+            raw = self.registry.config_raw(crawl_id)
+            if raw is None:
+                raise RegistryError(f"crawl {crawl_id!r} is active but has no config")
             crawl = self._build(crawl_id, raw)
             self._crawls[crawl_id] = crawl
         return crawl
 
     def _build(self, crawl_id: str, raw: bytes) -> _Crawl:
-        settings = settings_from_config(self.registry.config(crawl_id))
+        try:
+            settings = settings_from_config(json.loads(raw))
+        except ValueError as exc:
+            raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
         frontier = RedisFrontier(
             self.registry.client, self.registry.frontier_prefix(crawl_id),
             max_size=settings.frontier_size, lease_seconds=settings.lease_seconds,
             default_delay=settings.politeness_delay)
         outstanding = settings.max_outstanding or 2 * settings.concurrency
-        return _Crawl(raw, settings, frontier, outstanding)
+        return _Crawl(hashlib.sha1(raw).hexdigest(), settings, frontier, outstanding)
 
     def _note_rate(self, crawl_id: str, crawl: _Crawl, fetched: int) -> None:
         """Every RATE_WINDOW seconds, store pages/s over the last window in the counters."""

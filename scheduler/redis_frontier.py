@@ -15,7 +15,9 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
 - Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
   lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
   loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable);
-  ``lease_current`` tells a worker whether its task's lease is still the live one.
+  ``lease_current`` tells a worker whether its task's lease is still the live one. Every ack
+  and release also leaves a token in ``wake``, so a dispatcher blocked on it (BLPOP) sends the
+  next task at once instead of polling (``scheduler.dispatcher`` pops in its own script).
 - Bounded: beyond ``max_size`` queued URLs the lowest priority one is evicted (``worst`` indexes
   every host by its lowest URL); it stays ``queued`` in the crawl database.
 - Every multi-step update is one Lua script (atomic). "now" comes from the caller's clock.
@@ -52,6 +54,7 @@ P + "seq"             string  counter: discovery order of URLs and lease tokens
 P + "evicted"         string  URLs evicted because the frontier was full
 P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
 P + "seen_count"      string  number of fingerprints in the seen sets
+P + "wake"            list    at most one token: a lease ended since the dispatcher's last round
 ====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
@@ -169,11 +172,16 @@ class RedisFrontier(Frontier):
     def _run_push(self, tasks: Sequence[CrawlTask], dedup: bool) -> list[bool]:
         if not tasks:
             return []
-        pipe = self.client.pipeline(transaction=False)
+        batches = []
         for start in range(0, len(tasks), SCRIPT_BATCH):
             args: list[Any] = [self.prefix, self.max_size, "1" if dedup else "0"]
             for task in tasks[start:start + SCRIPT_BATCH]:
                 args.extend(_push_args(task, dedup))
+            batches.append(args)
+        if len(batches) == 1:  # a pipeline would add a SCRIPT EXISTS round trip
+            return [bool(flag) for flag in self._push(args=batches[0])]
+        pipe = self.client.pipeline(transaction=False)
+        for args in batches:
             self._push(args=args, client=pipe)
         return [bool(flag) for batch in pipe.execute() for flag in batch]
 
@@ -202,6 +210,11 @@ class RedisFrontier(Frontier):
         task.lease = _text(token)
         return task
 
+    @property
+    def wake_key(self) -> str:
+        """The list an ack or release pushes a token to (see ``dispatch``)."""
+        return self.prefix + "wake"
+
     def best_priority(self) -> float | None:
         """The highest priority queued, whether its host is ready, sleeping or busy; None when
         nothing is queued. O(log hosts)."""
@@ -224,18 +237,35 @@ class RedisFrontier(Frontier):
         """End the task's lease; its host is ready again after ``max(delay, default_delay)``.
 
         False if the lease was already gone (reaped): the caller should log it."""
-        wait = max(delay or 0.0, self.default_delay)
-        return self._end_lease(task, wait, requeue=False)
+        return self.finish(task, delay=delay)[0]
 
     def release(self, task: CrawlTask, retry_after: float = 0.0) -> bool:
         """End the lease and queue the URL again; its host is ready after ``retry_after``."""
-        return self._end_lease(task, max(retry_after, 0.0), requeue=True)
+        return self.finish(task, requeue=True, delay=max(retry_after, 0.0))[0]
 
-    def _end_lease(self, task: CrawlTask, wait: float, requeue: bool) -> bool:
-        args = [self.prefix, repr(self._clock()), fingerprint(task.url),
-                getattr(task, "lease", ""), repr(float(wait)), "1" if requeue else "0",
-                self.max_size]
-        return bool(self._finish(args=args))
+    def now(self) -> float:
+        """The frontier's clock (lease deadlines and host ready times)."""
+        return self._clock()
+
+    def finish(self, task: CrawlTask, *, requeue: bool = False, delay: float | None = None,
+               counters_key: str = "", deltas: dict[str, int] | None = None,
+               ) -> tuple[bool, dict[str, int]]:
+        """``ack`` (``release`` with ``requeue``: ``delay`` is then its ``retry_after``) and,
+        with it, add ``deltas`` to the hash ``counters_key``: one atomic step, one round trip.
+        (the lease was live, the new values of those counters). A lease that is gone changes
+        nothing, counters included: whoever holds the live lease counts the URL, so fetched +
+        in flight never exceeds what the dispatcher allowed."""
+        wait = max(delay or 0.0, 0.0 if requeue else self.default_delay)
+        names = [name for name, delta in (deltas or {}).items() if delta]
+        args: list[Any] = [self.prefix, repr(self._clock()), fingerprint(task.url),
+                           getattr(task, "lease", ""), repr(float(wait)),
+                           "1" if requeue else "0", self.max_size, counters_key if names else ""]
+        for name in names:
+            args += [name, deltas[name]]
+        reply = self._finish(args=args)
+        if not reply[0]:
+            return False, {}
+        return True, dict(zip(names, (int(v) for v in reply[1:]), strict=True))
 
     def reap(self) -> int:
         """Return every expired lease to its host queue (host freed); how many."""

@@ -21,7 +21,7 @@ local P = ARGV[1]
 local TASK, READY, WORST = P .. 'task', P .. 'ready', P .. 'worst'
 local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P .. 'deadline'
 local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
-local BEST, LEASE_PRIORITY = P .. 'best', P .. 'lease_priority'
+local BEST, LEASE_PRIORITY, WAKE = P .. 'best', P .. 'lease_priority', P .. 'wake'
 
 local function qkey(host) return P .. 'q:' .. host end
 
@@ -155,6 +155,61 @@ local function end_lease(fp, v, requeue, ready_at, now, max_size)
   end
   free_host(host, ready_at, now)
 end
+
+-- lease the best URL of the best ready host (call promote first); nil when no host is ready or
+-- (min given) the best ready URL is below min. Returns pfx .. json, lease token, priority.
+local function pop_one(now, lease_seconds, min)
+  local head = redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')
+  local best = head[1]
+  if not best then return nil end
+  if min and tonumber(head[2]) < min then return nil end
+  redis.call('ZREM', READY, best)
+  local host = string.sub(best, 7)
+  local q = qkey(host)
+  local top, bottom = top_of(q), bottom_of(q)
+  if not top then return nil end
+  redis.call('ZREM', q, top[1])
+  local fp = string.sub(top[1], 7)
+  local stored = redis.call('HGET', TASK, fp)
+  redis.call('HDEL', TASK, fp)
+  reindex(host, q, top, bottom)
+  redis.call('SADD', BUSY, host)
+  local token = string.format('%d', redis.call('INCR', SEQ))
+  redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
+  redis.call('ZADD', DEADLINE, now + lease_seconds, fp)
+  redis.call('ZADD', LEASE_PRIORITY, top[2], fp)
+  return stored, token, top[2]
+end
+
+-- return up to batch expired leases to their host queues; how many deadlines were due
+local function reap_due(now, delay, max_size, batch)
+  local due = redis.call('ZRANGEBYSCORE', DEADLINE, '-inf', now, 'LIMIT', 0, batch)
+  for _, fp in ipairs(due) do
+    local v = redis.call('HGET', LEASE, fp)
+    if v then
+      end_lease(fp, v, true, now + delay, now, max_size)
+    else
+      redis.call('ZREM', DEADLINE, fp)
+      redis.call('ZREM', LEASE_PRIORITY, fp)
+    end
+  end
+  return #due
+end
+
+-- the best priority queued over every host (ready, sleeping or busy) as a string, nil if none.
+-- BEST holds exactly the hosts of WORST; a frontier written before BEST existed (fewer members)
+-- gets it built here once, from the host queues.
+local function best_priority()
+  if redis.call('ZCARD', BEST) ~= redis.call('ZCARD', WORST) then
+    redis.call('DEL', BEST)
+    for _, entry in ipairs(redis.call('ZRANGE', WORST, 0, -1)) do
+      local host = string.sub(entry, 7)
+      local top = top_of(qkey(host))
+      if top then redis.call('ZADD', BEST, top[2], host) end
+    end
+  end
+  return redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2]
+end
 """
 
 # ARGV: prefix, max_size, dedup ('1' = add_new), then per URL: host, fp, score, body
@@ -196,54 +251,83 @@ return new
 POP = PRELUDE + r"""
 local now = tonumber(ARGV[2])
 promote(now)
-local head = redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')
-local best = head[1]
-if not best then return false end
-if ARGV[4] ~= '' and tonumber(head[2]) < tonumber(ARGV[4]) then return false end
-redis.call('ZREM', READY, best)
-local host = string.sub(best, 7)
-local q = qkey(host)
-local top, bottom = top_of(q), bottom_of(q)
-if not top then return false end
-redis.call('ZREM', q, top[1])
-local fp = string.sub(top[1], 7)
-local stored = redis.call('HGET', TASK, fp)
-redis.call('HDEL', TASK, fp)
-reindex(host, q, top, bottom)
-redis.call('SADD', BUSY, host)
-local token = string.format('%d', redis.call('INCR', SEQ))
-redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
-redis.call('ZADD', DEADLINE, now + tonumber(ARGV[3]), fp)
-redis.call('ZADD', LEASE_PRIORITY, top[2], fp)
+local stored, token = pop_one(now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+if not stored then return false end
 return {string.sub(stored, 7), token}
 """
 
+# One dispatcher round of a crawl (``RedisFrontier.dispatch``). ARGV: prefix, now, lease
+# seconds, counters key, config key, config sha1, max pages, max in flight, priority slack, low
+# slots, reap batch (0 = no reap), reap delay, max size, active crawls set, crawl id. Returns
+# {-1} when the crawl is no longer active, {0} when its config is gone or changed (nothing done
+# in either case), else {1, fetched, in flight, queued, reaped, seconds until the next
+# sleeping host wakes ('' = none), then json, token per leased URL}. The pops follow the
+# low-priority slots rule as ``Dispatcher`` documents it, with the bound taken once per round.
+DISPATCH = PRELUDE + r"""
+local now, lease_seconds = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('SISMEMBER', ARGV[14], ARGV[15]) == 0 then return {-1} end
+local raw = redis.call('GET', ARGV[5])
+if not raw or redis.sha1hex(raw) ~= ARGV[6] then return {0} end
+redis.call('DEL', WAKE)
+local reaped = 0
+if tonumber(ARGV[11]) > 0 then
+  reaped = reap_due(now, tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[11]))
+end
+local fetched = tonumber(redis.call('HGET', ARGV[4], 'fetched') or '0')
+local in_flight = redis.call('HLEN', LEASE)
+local budget = tonumber(ARGV[7]) - fetched - in_flight
+local max_in_flight, low_slots = tonumber(ARGV[8]), tonumber(ARGV[10])
+local best, low_below, low_in_flight = best_priority(), nil, 0
+if best then
+  low_below = tonumber(ARGV[9]) * tonumber(best)
+  low_in_flight = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf',
+                             '(' .. string.format('%.17g', low_below))
+end
+promote(now)
+local out = {}
+while in_flight < max_in_flight and budget > 0 do
+  local min = nil
+  if low_below and low_in_flight >= low_slots then min = low_below end
+  local stored, token, score = pop_one(now, lease_seconds, min)
+  if not stored then break end
+  out[#out + 1] = string.sub(stored, 7)
+  out[#out + 1] = token
+  in_flight, budget = in_flight + 1, budget - 1
+  if low_below and tonumber(score) < low_below then low_in_flight = low_in_flight + 1 end
+end
+local ready_in = ''
+local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')
+if first[1] then ready_in = string.format('%.17g', math.max(0, tonumber(first[2]) - now)) end
+local reply = {1, fetched, in_flight, redis.call('HLEN', TASK), reaped, ready_in}
+for _, item in ipairs(out) do reply[#reply + 1] = item end
+return reply
+"""
+
 # ARGV: prefix, now, fp, token ('' = any), seconds until the host is ready, requeue ('1'/'0'),
-# max_size. Returns 1, or 0 if the lease is gone (reaped) or belongs to a later pop.
+# max_size, counters key ('' = none), then pairs (counter, delta). Returns {0} if the lease is
+# gone (reaped) or belongs to a later pop: nothing is done, the counters are left alone too
+# (the live lease's holder counts the URL). Else the lease ends, the deltas are added and a
+# token is left in WAKE for the dispatcher: {1, the new value of each counter}.
 FINISH = PRELUDE + r"""
 local now = tonumber(ARGV[2])
 local v = redis.call('HGET', LEASE, ARGV[3])
-if not v then return 0 end
+if not v then return {0} end
 local token = parse_lease(v)
-if ARGV[4] ~= '' and ARGV[4] ~= token then return 0 end
+if ARGV[4] ~= '' and ARGV[4] ~= token then return {0} end
 end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, tonumber(ARGV[7]))
-return 1
+if redis.call('LLEN', WAKE) == 0 then redis.call('RPUSH', WAKE, '1') end
+local reply = {1}
+if ARGV[8] ~= '' then
+  for i = 9, #ARGV, 2 do
+    reply[#reply + 1] = redis.call('HINCRBY', ARGV[8], ARGV[i], ARGV[i + 1])
+  end
+end
+return reply
 """
 
 # ARGV: prefix, now, seconds until the host is ready, max_size, batch. Returns leases returned.
 REAP = PRELUDE + r"""
-local now = tonumber(ARGV[2])
-local due = redis.call('ZRANGEBYSCORE', DEADLINE, '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
-for _, fp in ipairs(due) do
-  local v = redis.call('HGET', LEASE, fp)
-  if v then
-    end_lease(fp, v, true, now + tonumber(ARGV[3]), now, tonumber(ARGV[4]))
-  else
-    redis.call('ZREM', DEADLINE, fp)
-    redis.call('ZREM', LEASE_PRIORITY, fp)
-  end
-end
-return #due
+return reap_due(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
 """
 
 # ARGV: prefix, now. Seconds until some host is ready ('0' if one is), nil if none is waiting.
@@ -257,20 +341,23 @@ return tostring(math.max(0, tonumber(first[2]) - now))
 """
 
 # ARGV: prefix. The best priority queued over every host (ready, sleeping or busy), nil if none.
-# BEST holds exactly the hosts of WORST; a frontier written before BEST existed (fewer members)
-# gets it built here once, from the host queues.
 BEST_PRIORITY = PRELUDE + r"""
-if redis.call('ZCARD', BEST) ~= redis.call('ZCARD', WORST) then
-  redis.call('DEL', BEST)
-  for _, entry in ipairs(redis.call('ZRANGE', WORST, 0, -1)) do
-    local host = string.sub(entry, 7)
-    local top = top_of(qkey(host))
-    if top then redis.call('ZADD', BEST, top[2], host) end
-  end
-end
-local top = redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')
-if not top[1] then return false end
-return top[2]
+return best_priority() or false
+"""
+
+# A worker's checks before a task, in one round trip (``CrawlRegistry.task_start``). ARGV:
+# prefix, fp, token ('' = any), config key, config sha1, hosts key, robots failures key, host.
+# Returns {0} if the config is gone or changed, else {1, 1 if the URL is leased (under that
+# token) else 0, pages fetched from host, robots.txt failures of host}.
+TASK_START = PRELUDE + r"""
+local raw = redis.call('GET', ARGV[4])
+if not raw or redis.sha1hex(raw) ~= ARGV[5] then return {0} end
+local current = 0
+local v = redis.call('HGET', LEASE, ARGV[2])
+if v and (ARGV[3] == '' or ARGV[3] == parse_lease(v)) then current = 1 end
+local fetched = tonumber(redis.call('HGET', ARGV[6], ARGV[8]) or '0')
+local failures = tonumber(redis.call('HGET', ARGV[7], ARGV[8]) or '0')
+return {1, current, fetched, failures}
 """
 
 # ARGV: prefix, fp, token ('' = any). 1 if the URL is leased (under that token), else 0.

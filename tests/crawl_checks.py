@@ -58,3 +58,34 @@ def crawl_delay_breaches(log, web, slack: float = 0.05) -> list[str]:
 
 def trap_fetches(log, web) -> int:
     return sum(1 for e in page_requests(log) if web.is_trap(f"http://{e.host}{e.path}"))
+
+
+def lost_urls(store_url: str, client, prefix: str, crawl_id: str) -> list[str]:
+    """URLs of a distributed crawl's database that ended neither fetched/rejected nor in the
+    Redis frontier (queued or leased) under key prefix ``prefix``."""
+    from scheduler.crawl_registry import CrawlRegistry
+    from scheduler.records import LinkStatus
+    from scheduler.redis_frontier import fingerprint
+    from scheduler.store import open_store
+
+    frontier = CrawlRegistry(client, prefix).frontier_prefix(crawl_id)
+    in_frontier = set(client.hkeys(frontier + "task")) | set(client.hkeys(frontier + "lease"))
+    lost = []
+    with open_store(store_url) as store:
+        for link in store.iter_links():
+            if link.status in (LinkStatus.FETCHED, LinkStatus.REJECTED):
+                continue
+            if link.status is not LinkStatus.QUEUED:
+                lost.append(f"{link.url} ({link.status.value})")
+            elif fingerprint(link.url) not in in_frontier and not _parent_pending(store, link):
+                lost.append(f"{link.url} (queued, not in the frontier)")
+    return lost
+
+
+def _parent_pending(store, link) -> bool:
+    """A link written by a worker killed before it reached Redis: its page is still queued
+    (the lease was reaped), so fetching that page again queues the link again."""
+    from scheduler.records import LinkStatus
+
+    parent = store.get_link(link.parent_id) if link.parent_id is not None else None
+    return parent is not None and parent.status is LinkStatus.QUEUED

@@ -23,13 +23,11 @@ from pathlib import Path
 import psycopg2
 import pytest
 import redis
-from crawl_checks import crawl_delay_breaches, duplicate_fetches, robots_violations
+from crawl_checks import crawl_delay_breaches, duplicate_fetches, lost_urls, robots_violations
 from netns import NetnsLab, require_netns
 from private_services import PrivatePostgres, PrivateRedis
 
 from scheduler.crawl_registry import CrawlRegistry, worker_store_url
-from scheduler.records import LinkStatus
-from scheduler.redis_frontier import fingerprint
 from scheduler.store import open_store
 
 pytestmark = pytest.mark.slow
@@ -234,33 +232,10 @@ class Crawl:
         return json.loads(out)
 
 
-def _lost_urls(store_url: str, client: redis.Redis, crawl_id: str) -> list[str]:
-    """URLs of the crawl database that ended neither fetched/rejected nor in the frontier."""
-    prefix = CrawlRegistry(client, "jlse:").frontier_prefix(crawl_id)
-    in_frontier = set(client.hkeys(prefix + "task")) | set(client.hkeys(prefix + "lease"))
-    lost = []
-    with open_store(store_url) as store:
-        for link in store.iter_links():
-            if link.status in (LinkStatus.FETCHED, LinkStatus.REJECTED):
-                continue
-            if link.status is not LinkStatus.QUEUED:
-                lost.append(f"{link.url} ({link.status.value})")
-            elif fingerprint(link.url) not in in_frontier and not _parent_pending(store, link):
-                lost.append(f"{link.url} (queued, not in the frontier)")
-    return lost
-
-
-def _parent_pending(store, link) -> bool:
-    """A link written by a worker killed before it reached Redis: its page is still queued
-    (the lease was reaped), so fetching that page again queues the link again."""
-    parent = store.get_link(link.parent_id) if link.parent_id is not None else None
-    return parent is not None and parent.status is LinkStatus.QUEUED
-
-
 def _check_nothing_lost(summary: dict, crawl: Crawl, client: redis.Redis, budget: int) -> None:
     assert summary["reason"] == "page budget reached", summary
     assert summary["fetched"] == budget
-    assert _lost_urls(crawl.store_url, client, crawl.crawl_id) == []
+    assert lost_urls(crawl.store_url, client, "jlse:", crawl.crawl_id) == []
     with open_store(crawl.store_url) as store:
         stats = store.stats()
     assert stats.fetched >= budget

@@ -18,9 +18,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from jlse.settings import Settings, apply_overrides
+from scheduler.crawl_registry import CrawlRegistry
+from scheduler.dispatcher import Dispatcher
 from scheduler.frontier import Frontier, LocalFrontier
 from scheduler.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
-from scheduler.redis_frontier import RedisFrontier, fingerprint, task_json
+from scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 REPO = Path(__file__).resolve().parents[1]
@@ -539,3 +542,151 @@ def _best_per_host(queued: dict[str, float]) -> dict[str, float]:
         host = url.split("/")[2]
         best[host] = max(best.get(host, -1.0), priority)
     return best
+
+
+# -- the dispatcher's round, the wake list and counted acks -----------------------------------
+
+@pytest.fixture()
+def registry(redis_client):
+    root = f"jlse:test:{uuid.uuid4().hex}:"
+    yield CrawlRegistry(redis_client, root)
+    keys = list(redis_client.scan_iter(match=root + "*", count=1000))
+    if keys:
+        redis_client.unlink(*keys)
+
+
+def _register(registry: CrawlRegistry, **values) -> RedisFrontier:
+    settings = apply_overrides(Settings(), {"max_outstanding": 4, "politeness_delay": 0.0,
+                                            "max_pages": 100, **values}, source="test")
+    registry.register("c1", {"crawl_id": "c1", "settings": settings.to_dict(),
+                             "status": "running", "reason": "", "max_pages": settings.max_pages},
+                      None, {})
+    return RedisFrontier(registry.client, registry.frontier_prefix("c1"))
+
+
+def _count(frontier: RedisFrontier, registry: CrawlRegistry, sent: dict) -> bool:
+    """A worker finishing a sent task: fetched + 1, then the lease ends."""
+    live, counters = frontier.finish(LeasedTask.from_dict(sent),
+                                     counters_key=registry.prefix("c1") + "counters",
+                                     deltas={"fetched": 1, "relevant": 0})
+    assert counters.keys() == {"fetched"}
+    return live
+
+
+def test_dispatch_round_keeps_max_outstanding_and_the_page_budget(registry):
+    frontier = _register(registry, max_pages=6)
+    frontier.push_many([task(f"http://h{i}.test/", 1.0 - i / 100) for i in range(10)])
+    sent: list[dict] = []
+    dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append(t))
+    assert dispatcher.serve("c1")[0] == 4  # max_outstanding
+    assert [t["url"] for t in sent] == [f"http://h{i}.test/" for i in range(4)]  # best first
+    assert dispatcher.serve("c1")[0] == 0
+    assert _count(frontier, registry, sent[0]) and _count(frontier, registry, sent[1])
+    assert dispatcher.serve("c1")[0] == 2  # 6 - 2 fetched - 2 in flight
+    for item in sent[2:]:
+        assert _count(frontier, registry, item)
+    assert frontier.in_flight() == 0 and registry.counters("c1")["fetched"] == 6
+    assert dispatcher.serve("c1")[0] == 0
+    assert registry.config("c1")["status"] == "done"
+    assert registry.config("c1")["reason"] == "page budget reached"
+
+
+def test_dispatch_round_reaps_and_follows_a_new_registration(registry):
+    frontier = _register(registry, max_outstanding=1)
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5),
+                        task("http://c.test/1", 0.1)])
+    sent: list[dict] = []
+    dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append(t))
+    assert dispatcher.serve("c1")[0] == 1
+    registry.client.zadd(frontier.prefix + "deadline", {fingerprint(sent[0]["url"]): 0})
+    dispatcher._crawls["c1"].last_reap = -1e9  # a reap is due
+    assert dispatcher.serve("c1")[0] == 1  # reaped, and the same URL leased again
+    assert sent[1]["url"] == sent[0]["url"] and sent[1]["lease"] != sent[0]["lease"]
+    assert not frontier.lease_current(LeasedTask.from_dict(sent[0]))
+    _register(registry, max_outstanding=3)  # --resume with other settings: seen at once
+    assert dispatcher.serve("c1")[0] == 2
+    assert frontier.in_flight() == 3
+
+
+def test_a_stopped_crawl_gets_no_more_tasks(registry):
+    frontier = _register(registry, max_outstanding=1)
+    frontier.push_many([task("http://a.test/1"), task("http://b.test/1")])
+    sent: list[dict] = []
+    dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append(t))
+    assert dispatcher.round()[0] == 1
+    registry.set_status("c1", "stopped", "interrupted")
+    assert frontier.ack(LeasedTask.from_dict(sent[0]))
+    assert dispatcher.serve("c1")[0] == 0  # the round's script sees it, whatever was cached
+    assert dispatcher.round()[0] == 0 and len(frontier) == 1
+
+
+def test_acks_wake_a_waiting_dispatcher(registry):
+    frontier = _register(registry)
+    frontier.push_many([task("http://a.test/1"), task("http://b.test/1")])
+    sent: list[dict] = []
+    dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append(t))
+    dispatcher.serve("c1")
+    started = time.monotonic()
+    dispatcher.wait(0.4)  # no lease ended: waits it out
+    assert time.monotonic() - started >= 0.25
+    for item in sent:
+        assert frontier.ack(LeasedTask.from_dict(item))
+    assert registry.client.llen(frontier.wake_key) == 1  # one token, however many acks
+    started = time.monotonic()
+    dispatcher.wait(5.0)
+    assert time.monotonic() - started < 1.0
+    frontier.push(task("http://a.test/2"))
+    dispatcher.serve("c1")
+    assert registry.client.llen(frontier.wake_key) == 0  # a round takes the news in
+
+
+def test_finish_counts_only_with_the_live_lease(make_frontier, redis_client, clock):
+    frontier = make_frontier(lease_seconds=30.0)
+    counters = frontier.prefix + "counters"
+    frontier.push_many([task("http://a.test/1"), task("http://b.test/1")])
+    first, second = frontier.pop(), frontier.pop()
+    live, values = frontier.finish(first, counters_key=counters,
+                                   deltas={"fetched": 1, "targets": 0, "relevant": 2})
+    assert live and values == {"fetched": 1, "relevant": 2}
+    assert frontier.finish(first, counters_key=counters, deltas={"fetched": 1}) == (False, {})
+    clock.advance(31.0)
+    assert frontier.reap() == 1
+    again = frontier.pop()
+    assert frontier.finish(second, counters_key=counters, deltas={"fetched": 1}) == (False, {})
+    assert frontier.finish(again, counters_key=counters, deltas={"fetched": 1}) == \
+        (True, {"fetched": 2})  # the reaped URL is counted once, by its live lease
+    assert int(redis_client.hget(counters, "fetched")) == 2
+
+
+def test_record_fetch_once_counts_a_page_once(pg_store_url):
+    from scheduler.store import open_store
+
+    with open_store(pg_store_url) as store:
+        (url_id, _), = store.add_links([NewLink("http://a.test/1", None, 0, "a")])
+        record = FetchRecord(url_id=url_id, url="http://a.test/1", outcome=Outcome.OK,
+                             fetched_at=time.time(), status_code=200, relevance=0.9,
+                             is_target=True, title="first")
+        assert store.record_fetch_once(record)
+        record.title = "second"
+        assert not store.record_fetch_once(record)  # written meanwhile: history row only
+        stats = store.stats()
+        assert (stats.fetched, stats.targets, stats.outcomes) == (1, 1, {"ok": 2})
+        assert store.get_link(url_id).title == "first"
+
+
+def test_autocommit_calls_write_and_leave_transactions_as_they_were(pg_store_url):
+    from scheduler.store import open_store
+
+    with open_store(pg_store_url) as store:
+        with store.autocommit():
+            ids = store.add_links([NewLink(f"http://a.test/{i}", None, 0, "a", priority=0.5)
+                                   for i in range(3)])
+            again = store.add_links([NewLink("http://a.test/0", None, 0, "a", priority=0.9)])
+            assert again == [(ids[0][0], False)]
+            assert store.get_link(ids[0][0]).priority == 0.9
+            assert store.record_fetch_once(FetchRecord(url_id=ids[1][0], url="",
+                                                       outcome=Outcome.OK))
+        assert not store._conn.autocommit
+        store.reject(ids[2][0], Outcome.TRAP, "test")  # a two-statement transaction again
+        stats = store.stats()
+        assert (stats.queued, stats.fetched, stats.rejected) == (1, 1, 1)

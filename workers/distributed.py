@@ -12,17 +12,29 @@ two differences that come from sharing the crawl between machines:
   itself (politeness between that fetch and the page fetch is kept as in the embedded crawl).
 
 Write order is crash-safe: links first (PostgreSQL, then the frontier), then the page's own
-row, then the counters, then the lease ends. A worker killed anywhere in between leaves the URL
-``queued`` and leased; the lease expires, the dispatcher hands the URL out again, and a task
-whose URL is already fetched (or whose lease was meanwhile reaped) is just acknowledged.
+row, then the counters and the end of the lease in one atomic step. A worker killed anywhere in
+between leaves the URL ``queued`` and leased; the lease expires, the dispatcher hands the URL
+out again, and a task whose URL is already fetched (or whose lease was meanwhile reaped) is
+just acknowledged. Counters move only with the live lease: a worker whose lease was reaped
+(e.g. cut off the network) still writes its rows but counts nothing, so fetched + in flight
+never exceeds the page budget.
+
+Round trips per page: Redis 4 (the checks before the task in one script, host counts, new
+links, counters + ack in one script), PostgreSQL 3 transactions (the link's state, new links,
+the fetch in one statement). Links this process already wrote with no lower priority are not
+written again (``_written``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import socket
+import threading
 from collections import OrderedDict
+from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 from typing import Any
 
@@ -31,8 +43,16 @@ from learner.learner import Learner
 from learner.publish import RedisQTableSource, RedisQTableStore
 from models.persist import topic_model_from_bytes
 from models.strategies import make_strategy
-from scheduler.crawl_registry import CrawlRegistry, connect, settings_from_config, worker_store_url
-from scheduler.records import CrawlTask, LinkStatus, NewLink, Outcome
+from scheduler.crawl_registry import (
+    CrawlRegistry,
+    RegistryError,
+    TaskStart,
+    config_sha1,
+    connect,
+    settings_from_config,
+    worker_store_url,
+)
+from scheduler.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 from scheduler.redis_frontier import LeasedTask, RedisFrontier
 from scheduler.robots import RobotsCache
 from scheduler.store import open_store
@@ -47,6 +67,7 @@ log = logging.getLogger(__name__)
 
 LEARNING_STRATEGIES = frozenset({"jlse", "jlse-paper", "jlse-product"})
 MAX_CONTEXTS = 4  # crawls served at once by one worker process
+WRITTEN_LINKS = 50_000  # URLs a context remembers having written (about 10 MB)
 
 
 class CrawlContext:
@@ -55,8 +76,14 @@ class CrawlContext:
     def __init__(self, crawl_id: str, registry: CrawlRegistry) -> None:
         self.crawl_id = crawl_id
         self.registry = registry
-        self.config_raw = registry.config_raw(crawl_id)
-        self.config = registry.config(crawl_id)
+        raw = registry.config_raw(crawl_id)
+        if raw is None:
+            raise RegistryError(f"crawl {crawl_id!r} is not registered in Redis")
+        self.config_sha1 = config_sha1(raw)
+        try:
+            self.config = json.loads(raw)
+        except ValueError as exc:
+            raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
         self.settings = settings_from_config(self.config)
         self.store = open_store(worker_store_url(self.config["store_url"]))
         settings = self.settings
@@ -64,10 +91,17 @@ class CrawlContext:
             registry.client, registry.frontier_prefix(crawl_id), max_size=settings.frontier_size,
             lease_seconds=settings.lease_seconds, default_delay=settings.politeness_delay)
         self.qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
+        self.counters_key = registry.prefix(crawl_id) + "counters"
         self.traps = TrapGuard(settings)
         self.worker_name = f"{os.environ.get('JLSE_WORKER_NAME') or socket.gethostname()}:" \
                            f"{os.getpid()}"
         self._reported_version = -1
+        # URL -> highest priority this process wrote it with to PostgreSQL and the frontier.
+        # Both keep a known URL's row and only raise a queued URL's priority, so writing it
+        # again with no higher priority changes nothing: site menus and footers repeat on every
+        # page, and most out-links skip both round trips' worth of work.
+        self._written: OrderedDict[str, float] = OrderedDict()
+        self._written_lock = threading.Lock()  # a thread pool shares the context
 
     @cached_property
     def qtable_source(self) -> RedisQTableSource:
@@ -95,64 +129,89 @@ class CrawlContext:
         self.store.close()
 
     # --- one task ------------------------------------------------------------------------
-    def process(self, task: LeasedTask) -> str:
+    def start(self, task: LeasedTask) -> TaskStart | None:
+        """The checks before ``task`` (one round trip); None if the crawl's config changed."""
+        return self.registry.task_start(self.crawl_id, self.config_sha1, task)
+
+    def process(self, task: LeasedTask, start: TaskStart) -> str:
         """Fetch and write one leased URL; a word saying what became of it."""
-        if not self.frontier.lease_current(task):
+        if not start.lease_current:
             log.info("dropped %s: its lease ended (reaped or handed out again)", task.url)
             return "stale"
-        link = self.store.get_link(task.url_id)
+        with self._autocommit():
+            link = self.store.get_link(task.url_id)
         if link is None or link.status is not LinkStatus.QUEUED:
             self.frontier.ack(task)  # a redelivered task: its result is already written
             return "already done"
-        refusal = self._refusal(host_of(task.url))
+        refusal = self._refusal(start)
         if refusal is not None:
-            self._reject(task, *refusal)
-            self.frontier.ack(task)
+            self._finish(task, self._reject(task, *refusal))
             return "rejected"
         result = self.pipeline.process(task)
         self._report_qtable()
         return self._write(result)
 
-    def _refusal(self, host: str) -> tuple[Outcome, str] | None:
+    def _refusal(self, start: TaskStart) -> tuple[Outcome, str] | None:
         """The embedded crawl's checks before a fetch: host budget, robots.txt given up."""
-        if self.registry.host_counts(self.crawl_id, [host])[host] >= \
-                self.settings.max_pages_per_host:
+        if start.host_fetched >= self.settings.max_pages_per_host:
             return Outcome.TRAP, "host page budget spent"
-        if self._robots_given_up(host):
+        if self._robots_given_up(start.robots_failures):
             return Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable"
         return None
 
-    def _robots_given_up(self, host: str, failures: int | None = None) -> bool:
-        if failures is None:
-            failures = self.registry.robots_failures(self.crawl_id, host)
+    def _robots_given_up(self, failures: int) -> bool:
         return failures > self.settings.robots_unavailable_retries
 
     def _write(self, result: PageResult) -> str:
         task = result.task
-        host = host_of(task.url)
+        link_hosts = sorted({host_of(link.url) for link in result.links} - {""})
+        fetched_host = host_of(task.url) if result.fetch is not None else None
+        counts = self.registry.fetch_counts(self.crawl_id, fetched_host, link_hosts)
+        deltas = {"trap_refused": self._add_links(result.links, counts)}
         if result.fetch is not None:
-            self.registry.note_host_fetch(self.crawl_id, host)
-        refused = self._add_links(result.links)
-        deltas = {"trap_refused": refused}
-        if result.fetch is not None:
-            self.store.record_fetch(result.fetch)
+            self._record(result.fetch)
             deltas.update(self._fetch_counts(result))
             word = result.fetch.outcome.value
         elif result.rejected is not None:
-            self._reject(task, *result.rejected)
+            deltas.update(self._reject(task, *result.rejected))
             word = "rejected"
         elif result.requeue_after is not None:
-            if self._requeue(task, result.requeue_after):
+            requeued = self._requeue(task, result.requeue_after)
+            if requeued is None:
                 return "requeued"
+            deltas.update(requeued)
             word = "rejected"
         else:
             word = "nothing"
-        counters = self.registry.bump(self.crawl_id, **deltas)
+        self._finish(task, deltas, result.crawl_delay)
+        return word
+
+    def _record(self, record: FetchRecord) -> None:
+        """Write the fetch (PostgreSQL: one statement; a page written meanwhile by a worker
+        whose lease was reaped keeps that row, and gets a second history row)."""
+        record_once = getattr(self.store, "record_fetch_once", None)
+        if record_once is None:
+            self.store.record_fetch(record)
+            return
+        with self._autocommit():
+            written = record_once(record)
+        if not written:
+            log.info("%s was written meanwhile by another worker", record.url)
+
+    def _autocommit(self) -> AbstractContextManager:
+        """PostgreSQL: the next calls without BEGIN/COMMIT round trips (see the store)."""
+        autocommit = getattr(self.store, "autocommit", None)
+        return nullcontext() if autocommit is None else autocommit()
+
+    def _finish(self, task: LeasedTask, deltas: dict[str, int],
+                delay: float | None = None) -> None:
+        """Counters, then the lease ends (one round trip); maybe a learning round."""
+        live, counters = self.frontier.finish(task, delay=delay or 0.0,
+                                              counters_key=self.counters_key, deltas=deltas)
         if "targets" in counters:
             self._maybe_learn(counters["targets"])
-        if not self.frontier.ack(task, delay=result.crawl_delay or 0.0):
+        if not live:
             log.info("ack of %s found no lease (reaped meanwhile)", task.url)
-        return word
 
     def _fetch_counts(self, result: PageResult) -> dict[str, int]:
         record = result.fetch
@@ -161,28 +220,27 @@ class CrawlContext:
         return {"fetched": int(record.outcome not in UNCOUNTED_OUTCOMES),
                 "relevant": int(relevant), "targets": int(record.is_target)}
 
-    def _requeue(self, task: LeasedTask, retry_after: float) -> bool:
-        """robots.txt unavailable: retry the host later, a bounded number of times."""
+    def _requeue(self, task: LeasedTask, retry_after: float) -> dict[str, int] | None:
+        """robots.txt unavailable: retry the host later (None), a bounded number of times
+        (then the rejection's counter deltas)."""
         host = host_of(task.url)
         failures = self.registry.note_robots_failure(self.crawl_id, host)
-        if self._robots_given_up(host, failures):
+        if self._robots_given_up(failures):
             log.warning("giving up on %s: robots.txt unavailable %d times", host, failures)
-            self._reject(task, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
-            self.frontier.ack(task)
-            return False
-        self.frontier.release(task, retry_after)
-        self.registry.bump(self.crawl_id, requeued=1)
-        return True
+            return self._reject(task, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
+        self.frontier.finish(task, requeue=True, delay=retry_after,
+                             counters_key=self.counters_key, deltas={"requeued": 1})
+        return None
 
-    def _reject(self, task: CrawlTask, outcome: Outcome, reason: str) -> None:
+    def _reject(self, task: CrawlTask, outcome: Outcome, reason: str) -> dict[str, int]:
+        """The rejection's row; its counter deltas (added when the lease ends)."""
         self.store.reject(task.url_id, outcome, reason)
-        self.registry.bump(self.crawl_id, rejected=1)
+        return {"rejected": 1}
 
-    def _add_links(self, links: list[NewLink]) -> int:
-        """Trap-check, store and queue new links (Redis dedups and raises priorities);
-        how many were refused."""
-        hosts = sorted({host_of(link.url) for link in links} - {""})
-        self.traps.restore_counts(self.registry.host_counts(self.crawl_id, hosts))
+    def _add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:
+        """Trap-check (``host_counts``: pages fetched per link host), store and queue new
+        links (Redis dedups and raises priorities); how many were refused."""
+        self.traps.restore_counts(host_counts)
         allowed = []
         for link in links:
             reason = self.traps.refuse_reason(link.url, link.depth, link.pattern_run)
@@ -190,11 +248,24 @@ class CrawlContext:
                 allowed.append(link)
             else:
                 log.debug("refused %s: %s", link.url, reason)
-        if allowed:
-            ids = self.store.add_links(allowed)
+        fresh = [link for link in allowed
+                 if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
+        if fresh:
+            with self._autocommit():
+                ids = self.store.add_links(fresh)
             self.frontier.add_new([_task_of(link, url_id)
-                                   for link, (url_id, _) in zip(allowed, ids, strict=True)])
+                                   for link, (url_id, _) in zip(fresh, ids, strict=True)])
+            self._remember(fresh)
         return len(links) - len(allowed)
+
+    def _remember(self, links: list[NewLink]) -> None:
+        written = self._written
+        with self._written_lock:
+            for link in links:
+                written[link.url] = max(link.priority, written.get(link.url, -math.inf))
+                written.move_to_end(link.url)
+            while len(written) > WRITTEN_LINKS:
+                written.popitem(last=False)
 
     def _maybe_learn(self, targets: int) -> None:
         if self.settings.strategy not in LEARNING_STRATEGIES:
@@ -228,6 +299,15 @@ def _task_of(link: NewLink, url_id: int) -> CrawlTask:
                      pattern_run=link.pattern_run)
 
 
+def preload() -> None:
+    """Warm what every crawl needs, once per worker before Celery forks its pool: the modules
+    imported here and jieba's dictionary with its array form (about 3 s of CPU that each
+    prefork child would otherwise spend on its first task)."""
+    from models import tokenizer
+
+    tokenizer.prepare(["中文"])
+
+
 # --- the per-process cache -------------------------------------------------------------------
 _registry: CrawlRegistry | None = None
 _contexts: OrderedDict[str, CrawlContext] = OrderedDict()
@@ -241,14 +321,11 @@ def get_registry() -> CrawlRegistry:
 
 
 def get_context(crawl_id: str) -> CrawlContext:
-    """The cached context of ``crawl_id``, rebuilt when its registration changed (--resume)."""
-    registry = get_registry()
+    """The cached context of ``crawl_id`` (built on first use; ``process_task`` rebuilds it
+    when the crawl was registered again, e.g. by --resume)."""
     context = _contexts.get(crawl_id)
-    if context is not None and context.config_raw != registry.config_raw(crawl_id):
-        drop_context(crawl_id)
-        context = None
     if context is None:
-        context = CrawlContext(crawl_id, registry)
+        context = CrawlContext(crawl_id, get_registry())
         _contexts[crawl_id] = context
         while len(_contexts) > MAX_CONTEXTS:
             drop_context(next(iter(_contexts)))
@@ -267,17 +344,31 @@ def drop_context(crawl_id: str) -> None:
 
 def process_task(crawl_id: str, task: dict[str, Any]) -> str:
     """The ``jlse.fetch`` task body. A store failure drops the context (reconnect on retry)."""
+    leased = LeasedTask.from_dict(task)
     try:
-        return get_context(crawl_id).process(LeasedTask.from_dict(task))
+        context = get_context(crawl_id)
+        start = context.start(leased)
+        if start is None:  # registered again since the context was built (--resume)
+            drop_context(crawl_id)
+            context = get_context(crawl_id)
+            start = context.start(leased)
+            if start is None:
+                raise RegistryError(f"crawl {crawl_id!r}: its config keeps changing")
+        return context.process(leased, start)
     except StoreError:
         drop_context(crawl_id)
         raise
 
 
 def learn_qtable(crawl_id: str) -> int:
-    """The ``jlse.learn`` task body."""
+    """The ``jlse.learn`` task body (rare: the config is read again each time)."""
     try:
-        return get_context(crawl_id).learn()
+        context = get_context(crawl_id)
+        raw = context.registry.config_raw(crawl_id)
+        if raw is None or config_sha1(raw) != context.config_sha1:  # registered again
+            drop_context(crawl_id)
+            context = get_context(crawl_id)
+        return context.learn()
     except StoreError:
         drop_context(crawl_id)
         raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg2
 import redis
+from celery import signals
 
 from scheduler.store.base import StoreError
 from workers.celery_app import app
@@ -28,3 +29,11 @@ def learn(crawl_id: str) -> int:
     from workers.distributed import learn_qtable
 
     return learn_qtable(crawl_id)
+
+
+@signals.worker_init.connect
+def _preload(**_: object) -> None:
+    """In the worker's main process, before the pool forks: the children share the result."""
+    from workers.distributed import preload
+
+    preload()

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg2
 from psycopg2.extras import execute_values
 
-from scheduler.records import NewLink
+from scheduler.records import FetchRecord, NewLink, Outcome
 from scheduler.store.base import StoreError, redact_url
-from scheduler.store.sql import LINK_INSERT_COLUMNS, STREAM_BATCH, SqlCrawlStore, link_row
+from scheduler.store.sql import (
+    LINK_INSERT_COLUMNS,
+    STREAM_BATCH,
+    SqlCrawlStore,
+    clean_text,
+    link_row,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +37,24 @@ _UPSERT_SQL = (
     "RETURNING id, url, (xmax = 0) AS created"
 )
 _ALLOCATE_IDS_SQL = "SELECT nextval(%s::regclass) FROM generate_series(1, %s)"
+# record_fetch_once in one statement. The link row and the ResultTable change only if the link
+# was still queued; the history row is always added (a missing link fails its foreign key).
+_RECORD_ONCE_SQL = (
+    "WITH updated AS ("
+    " UPDATE links SET status = 'fetched', fetched_at = %(at)s, relevance = %(relevance)s,"
+    " is_target = %(target)s, title = %(title)s WHERE id = %(id)s AND status = 'queued'"
+    " RETURNING id"
+    "), history AS ("
+    " INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, elapsed,"
+    " outcome, final_url, relevance, is_target, error) VALUES (%(id)s, %(at)s, %(status)s,"
+    " %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s, %(final)s, %(relevance)s, %(target)s,"
+    " %(error)s)"
+    "), result AS ("
+    " INSERT INTO results (url_id, relevance, stored_at)"
+    " SELECT id, %(relevance)s, %(now)s FROM updated WHERE %(target)s = 1"
+    " ON CONFLICT (url_id) DO NOTHING"
+    ") SELECT COUNT(*) FROM updated"
+)
 _RETRYABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
@@ -105,7 +131,8 @@ class PostgresStore(SqlCrawlStore):
             return result
         except _RETRYABLE:
             raise  # _run recovers and retries
-        except (psycopg2.Error, StoreError):
+        except BaseException:
+            # Also on KeyboardInterrupt: half-done work must not ride along with the next commit.
             self._rollback()
             raise
 
@@ -153,6 +180,44 @@ class PostgresStore(SqlCrawlStore):
         if lost:
             raise StoreError(f"add_links: {len(lost)} URLs neither inserted nor found, e.g. {lost[0]}")
         return found
+
+    @contextmanager
+    def autocommit(self) -> Iterator[None]:
+        """Within: every statement is its own transaction, so a call costs no BEGIN and COMMIT
+        round trips. Only for calls whose statements are each safe alone: ``get_link``,
+        ``add_links`` (ids, then one upsert, then a read of the rows it left alone) and
+        ``record_fetch_once``. Holds the store's lock (other threads wait)."""
+        with self._lock:
+            self._set_autocommit(True)
+            try:
+                yield
+            finally:
+                self._set_autocommit(False)
+
+    def _set_autocommit(self, on: bool) -> None:
+        # A connection replaced by a reconnect starts with autocommit off (merely slower).
+        if not self._closed and not self._conn.closed and self._conn.autocommit != on:
+            self._conn.autocommit = on
+
+    def record_fetch_once(self, record: FetchRecord) -> bool:
+        """``record_fetch`` for a link that is still queued, in one statement; False (only the
+        history row added) if it is not: another worker wrote the page meanwhile (e.g. after
+        this one's lease was reaped), so the caller must not count it again."""
+        fetched_at = record.fetched_at or time.time()
+        params = {
+            "id": record.url_id, "at": fetched_at, "relevance": record.relevance,
+            "target": int(bool(record.is_target)), "title": clean_text(record.title),
+            "status": record.status_code, "type": clean_text(record.content_type),
+            "bytes": record.n_bytes, "elapsed": record.elapsed,
+            "outcome": Outcome(record.outcome).value, "final": clean_text(record.final_url),
+            "error": clean_text(record.error), "now": time.time(),
+        }
+
+        def work(cur: Any) -> bool:
+            cur.execute(_RECORD_ONCE_SQL, params)
+            return cur.fetchone()[0] == 1
+
+        return self._run(work, "record_fetch_once")
 
     def close(self) -> None:
         with self._lock:
