@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,19 @@ def cmd_crawl(args: argparse.Namespace) -> int:
                         resume=args.resume, fresh=args.fresh,
                         progress=False if args.no_progress else None)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
-    return EXIT_INTERRUPTED if summary.reason == "interrupted" else EXIT_OK
+    if summary.reason != "interrupted":
+        return EXIT_OK
+    print(f"interrupted: the pages in flight were finished and saved; continue the crawl with\n"
+          f"  {_resume_command(args)}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _resume_command(args: argparse.Namespace) -> str:
+    """The command line that was run, with ``--resume`` (and without ``--fresh``)."""
+    argv = [arg for arg in getattr(args, "argv", ["crawl", "..."]) if arg != "--fresh"]
+    if "--resume" not in argv:
+        argv.append("--resume")
+    return shlex.join(["jlse", *argv])
 
 
 def _crawl_distributed(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -56,7 +69,11 @@ def _crawl_distributed(args: argparse.Namespace, overrides: dict[str, Any]) -> i
     summary = cluster.follow_crawl(args.frontier, crawl_id,
                                    progress=False if args.no_progress else None)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
-    return EXIT_INTERRUPTED if summary.reason == "interrupted" else EXIT_OK
+    if summary.reason != "interrupted":
+        return EXIT_OK
+    print(f"interrupted: crawl {crawl_id} is stopped (tasks already sent to the workers still "
+          f"finish); continue it with\n  {_resume_command(args)}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def cmd_dispatcher(args: argparse.Namespace) -> int:
@@ -69,7 +86,10 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from jlse import cluster
+    from workers import supervisor
 
+    if not supervisor.is_child():  # Celery runs in a child that is restarted if it dies
+        return supervisor.supervise(args.argv)
     cluster.use_redis(args.frontier)
     if args.command == "learner":
         cluster.run_worker("learn", 1, args.hostname or "learner@%h", args.pool)
@@ -306,6 +326,7 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the --resume hint
     _log_to_terminal(args.verbose)
     try:
         return args.func(args)
@@ -315,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        hint = f"; continue with\n  {_resume_command(args)}" if args.command == "crawl" else ""
+        print(f"interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `jlse export | head`
         sys.stderr.close()

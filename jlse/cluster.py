@@ -76,7 +76,7 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
     with open_store(store_url) as store:
         resuming = _check_resume(store, resume, store_url)
         _save_meta(store, config, blob, settings)
-        counters = store_counters(store, settings) if resuming else {}
+        counters = _resume_counters(registry, crawl_id, store, settings) if resuming else {}
         if not resuming:
             registry.clear(crawl_id)  # an old registration of this id (a finished crawl)
         registry.register(crawl_id, config, blob, counters)
@@ -125,6 +125,17 @@ def store_counters(store: CrawlStore, settings: Settings) -> dict[str, int]:
             "rejected": stats.rejected}
 
 
+def _resume_counters(registry: CrawlRegistry, crawl_id: str, store: CrawlStore,
+                     settings: Settings) -> dict[str, int]:
+    """The database's counts, and the learning mark still in Redis: without it a resumed
+    jlse crawl would learn again on its first result."""
+    counters = store_counters(store, settings)
+    if registry.exists(crawl_id):
+        learned = registry.counters(crawl_id)["learned_at_results"]
+        counters["learned_at_results"] = min(int(learned), counters["targets"])
+    return counters
+
+
 def _add_seeds(store: CrawlStore, frontier: RedisFrontier, seeds: list[str],
                priority: float) -> None:
     links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]
@@ -139,13 +150,18 @@ def follow_crawl(frontier_url: str, crawl_id: str, progress: bool | None = None)
 
     Ctrl+C marks the crawl stopped (the tasks in flight still finish) and returns."""
     registry = CrawlRegistry(connect(frontier_url))
-    config = registry.config(crawl_id)
-    settings = settings_from_config(config)
     started = time.monotonic()
-    bar = tqdm(total=settings.max_pages, unit="page", dynamic_ncols=True, smoothing=0.1,
-               disable=None if progress is None else not progress)  # None: only on a TTY
-    reason = _poll(registry, crawl_id, settings, bar)
-    bar.close()
+    bar = None
+    try:
+        settings = settings_from_config(registry.config(crawl_id))
+        bar = tqdm(total=settings.max_pages, unit="page", dynamic_ncols=True, smoothing=0.1,
+                   disable=None if progress is None else not progress)  # None: only on a TTY
+        reason = _poll(registry, crawl_id, settings, bar)
+    except KeyboardInterrupt:  # before polling began: the crawl must not run on unattended
+        reason = _stop(registry, crawl_id)
+    finally:
+        if bar is not None:
+            bar.close()
     return summarise(registry, crawl_id, reason, time.monotonic() - started)
 
 
@@ -169,8 +185,13 @@ def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm)
                 return config.get("reason") or config["status"]
             time.sleep(POLL_SECONDS)
     except KeyboardInterrupt:
-        registry.set_status(crawl_id, "stopped", "interrupted")
-        return "interrupted"
+        return _stop(registry, crawl_id)
+
+
+def _stop(registry: CrawlRegistry, crawl_id: str) -> str:
+    """Mark the crawl stopped: the dispatcher sends no more of its tasks."""
+    registry.set_status(crawl_id, "stopped", "interrupted")
+    return "interrupted"
 
 
 def _show(bar: tqdm, counters: dict[str, float], frontier_size: int) -> None:
