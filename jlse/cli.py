@@ -85,11 +85,12 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from jlse import cluster
     from workers import supervisor
 
     if not supervisor.is_child():  # Celery runs in a child that is restarted if it dies
         return supervisor.supervise(args.argv)
+    from jlse import cluster
+
     cluster.use_redis(args.frontier)
     if args.command == "learner":
         cluster.run_worker("learn", 1, args.hostname or "learner@%h", args.pool)
