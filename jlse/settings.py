@@ -73,8 +73,10 @@ class Settings:
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- distributed mode (--frontier redis://...) ---
     max_outstanding: int = 0  # fetch tasks queued or running at once; 0 = 2 x concurrency
-    lease_seconds: float = 150.0  # a popped URL returns to the frontier if not done by then
-    # (above the Celery task time limit of 120 s, so a running task never loses its lease)
+    lease_seconds: float = 30.0  # a popped URL returns to the frontier if no live worker has
+    # started it by then (a running task's lease is renewed by its worker: worker_lease_seconds)
+    worker_lease_seconds: float = 20.0  # a lease a live worker holds is renewed to this far
+    # ahead every second (capped at lease_seconds): a dead worker's URLs come back this soon
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
@@ -121,6 +123,9 @@ class Settings:
             raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
         if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task
             raise SettingsError(f"lease_seconds: must be at least 5, got {self.lease_seconds}")
+        if self.worker_lease_seconds < 5:  # a few missed heartbeats must not end a lease
+            raise SettingsError("worker_lease_seconds: must be at least 5, got "
+                                f"{self.worker_lease_seconds}")
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):

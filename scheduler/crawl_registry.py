@@ -277,13 +277,16 @@ class CrawlRegistry:
         values = pipe.execute()[-1] if hosts else []
         return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
 
-    def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask) -> TaskStart | None:
+    def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask,
+                   deadline: float | None = None) -> TaskStart | None:
         """A worker's checks before ``task`` in one round trip; None when the crawl's config
-        is gone or is no longer the one whose ``config_sha1`` is ``config_digest``."""
+        is gone or is no longer the one whose ``config_sha1`` is ``config_digest``. A live
+        lease gets ``deadline`` (frontier clock) if one is given."""
         host = host_of(task.url)
         args = [self.frontier_prefix(crawl_id), fingerprint(task.url), getattr(task, "lease", ""),
                 self.prefix(crawl_id) + "config", config_digest, self.prefix(crawl_id) + "hosts",
-                self.prefix(crawl_id) + "robots_failures", host]
+                self.prefix(crawl_id) + "robots_failures", host,
+                "" if deadline is None else repr(deadline)]
         reply = self._task_start(args=args)
         if not reply[0]:
             return None

@@ -15,7 +15,8 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
 - Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
   lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
   loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable);
-  ``lease_current`` tells a worker whether its task's lease is still the live one. Every ack
+  ``lease_current`` tells a worker whether its task's lease is still the live one; ``renew``
+  is a live worker's heartbeat (a dead worker's leases then end soon). Every ack
   and release also leaves a token in ``wake``, so a dispatcher blocked on it (BLPOP) sends the
   next task at once instead of polling (``scheduler.dispatcher`` pops in its own script).
 - Bounded: beyond ``max_size`` queued URLs the lowest priority one is evicted (``worst`` indexes
@@ -151,6 +152,7 @@ class RedisFrontier(Frontier):
         self._next_ready = client.register_script(redis_scripts.NEXT_READY)
         self._best_priority = client.register_script(redis_scripts.BEST_PRIORITY)
         self._lease_current = client.register_script(redis_scripts.LEASE_CURRENT)
+        self._renew = client.register_script(redis_scripts.RENEW)
         _warn_unless_noeviction(client)
 
     # -- adding URLs -----------------------------------------------------------------------
@@ -226,6 +228,17 @@ class RedisFrontier(Frontier):
         without one): False once it was acked, reaped or handed out again."""
         args = [self.prefix, fingerprint(task.url), getattr(task, "lease", "")]
         return bool(self._lease_current(args=args))
+
+    def renew(self, leases: Sequence[tuple[str, str]], seconds: float) -> int:
+        """Set the deadline of each ``(url, lease token)`` still leased under that token to
+        ``seconds`` from now: a live worker's heartbeat, so the leases of a dead one end soon
+        even when ``lease_seconds`` is long. How many were renewed."""
+        if not leases:
+            return 0
+        args: list[Any] = [self.prefix, repr(self._clock() + seconds)]
+        for url, token in leases:
+            args += [fingerprint(url), token]
+        return int(self._renew(args=args))
 
     def in_flight_below(self, priority: float) -> int:
         """Leased URLs whose priority is below ``priority`` (strictly)."""

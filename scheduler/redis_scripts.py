@@ -346,7 +346,8 @@ return best_priority() or false
 """
 
 # A worker's checks before a task, in one round trip (``CrawlRegistry.task_start``). ARGV:
-# prefix, fp, token ('' = any), config key, config sha1, hosts key, robots failures key, host.
+# prefix, fp, token ('' = any), config key, config sha1, hosts key, robots failures key, host,
+# new lease deadline ('' = keep it; the worker's heartbeat renews it from then on).
 # Returns {0} if the config is gone or changed, else {1, 1 if the URL is leased (under that
 # token) else 0, pages fetched from host, robots.txt failures of host}.
 TASK_START = PRELUDE + r"""
@@ -354,7 +355,10 @@ local raw = redis.call('GET', ARGV[4])
 if not raw or redis.sha1hex(raw) ~= ARGV[5] then return {0} end
 local current = 0
 local v = redis.call('HGET', LEASE, ARGV[2])
-if v and (ARGV[3] == '' or ARGV[3] == parse_lease(v)) then current = 1 end
+if v and (ARGV[3] == '' or ARGV[3] == parse_lease(v)) then
+  current = 1
+  if ARGV[9] ~= '' then redis.call('ZADD', DEADLINE, ARGV[9], ARGV[2]) end
+end
 local fetched = tonumber(redis.call('HGET', ARGV[6], ARGV[8]) or '0')
 local failures = tonumber(redis.call('HGET', ARGV[7], ARGV[8]) or '0')
 return {1, current, fetched, failures}
@@ -366,4 +370,19 @@ local v = redis.call('HGET', LEASE, ARGV[2])
 if not v then return 0 end
 if ARGV[3] == '' or ARGV[3] == parse_lease(v) then return 1 end
 return 0
+"""
+
+# A live worker's heartbeat (``RedisFrontier.renew``). ARGV: prefix, new deadline, then pairs of
+# fp and lease token. Each URL still leased under that token gets the new deadline (later or
+# earlier); a lease reaped and handed out again meanwhile is left alone. Returns how many.
+RENEW = PRELUDE + r"""
+local deadline, renewed = ARGV[2], 0
+for i = 3, #ARGV, 2 do
+  local v = redis.call('HGET', LEASE, ARGV[i])
+  if v and parse_lease(v) == ARGV[i + 1] then
+    redis.call('ZADD', DEADLINE, deadline, ARGV[i])
+    renewed = renewed + 1
+  end
+end
+return renewed
 """

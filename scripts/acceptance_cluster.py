@@ -117,8 +117,9 @@ def crawl_command(args: argparse.Namespace, topic_dir: Path, store_url: str,
     return [str(ROOT / ".venv/bin/jlse"), "crawl", "--topic", str(topic_dir),
             "--max-pages", str(args.pages), "--strategy", args.strategy,
             "--store", store_url, "--frontier", REDIS_URL, "--crawl-id", CRAWL_ID, "--json",
-            "--no-progress", "--set", f"proxy={proxy}", "--set", "politeness_delay=0.2",
-            "--set", "lease_seconds=30"]
+            "--no-progress", "--set", f"proxy={proxy}", "--set", "politeness_delay=0.2"]
+    # Lease settings stay at their defaults: the killed worker's URLs come back after
+    # worker_lease_seconds (20 s), its heartbeat having stopped.
 
 
 def kill_worker(run_dir: Path, registry: CrawlRegistry) -> tuple[int, int]:

@@ -100,3 +100,26 @@ def sandbox(sandbox_web) -> Iterator:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture()
+def registry() -> Iterator:
+    """A crawl registry on the real Redis (``JLSE_TEST_REDIS``) under a private key prefix,
+    deleted afterwards. An unreachable Redis fails the test."""
+    import redis
+
+    from scheduler.crawl_registry import CrawlRegistry
+
+    url = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        pytest.fail(f"Redis is not reachable at {url} ({exc}); run `make services`",
+                    pytrace=False)
+    root = f"jlsetest{uuid.uuid4().hex[:8]}:"
+    yield CrawlRegistry(client, root)
+    keys = list(client.scan_iter(match=root + "*", count=1000))
+    if keys:
+        client.unlink(*keys)
+    client.close()

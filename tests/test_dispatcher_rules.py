@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -26,22 +24,6 @@ CRAWL = "rules1"
 SLACK = 0.5
 HOT = [f"http://hot.test/{i}" for i in range(4)]  # one host, priorities 1.0 .. 0.7
 LOW_HOSTS = [f"low{i}.test" for i in range(6)]  # junk on many hosts, ready at once
-
-
-@pytest.fixture()
-def registry() -> Iterator[CrawlRegistry]:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); run `make services`",
-                    pytrace=False)
-    root = f"jlsetest{uuid.uuid4().hex[:8]}:"
-    yield CrawlRegistry(client, root)
-    keys = list(client.scan_iter(match=root + "*", count=1000))
-    if keys:
-        client.unlink(*keys)
-    client.close()
 
 
 class Recorder:

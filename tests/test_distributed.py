@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,7 +75,10 @@ class Cluster:
         raise AssertionError(f"{name} not ready after {timeout} s\n{self.tail(name)}")
 
     def tail(self, name: str) -> str:
-        return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
+        return self.tail_all(name)[-3000:]
+
+    def tail_all(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -117,7 +121,7 @@ def cluster(redis_client, tmp_path_factory) -> Iterator[Cluster]:
         running.start_worker("w2")
         running.start("learner", "learner", "--hostname", f"learner@{PREFIX[:-1]}",
                       ready=" ready.")
-        running.start("dispatcher", "dispatcher")
+        running.start("dispatcher", "--verbose", "dispatcher")  # INFO: reaped leases
         yield running
     finally:
         running.stop_all()
@@ -247,19 +251,30 @@ def test_learner_publishes_qtable_that_workers_use(jlse_crawl, redis_client):
 @pytest.mark.slow
 def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store_url,
                                         redis_client):
+    """Also: the killed worker's leases come back after worker_lease_seconds (its heartbeat
+    stopped), not after the far longer lease_seconds."""
     sandbox.clear_log()
-    cmd = _crawl_cmd(phones_topic, pg_store_url, "kill1", sandbox, "best-first")
+    cmd = _crawl_cmd(phones_topic, pg_store_url, "kill1", sandbox, "best-first",
+                     lease_seconds=150.0, worker_lease_seconds=5.0)
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+    dispatcher_offset = len(cluster.tail_all("dispatcher"))
     try:
         _wait_fetched(redis_client, "kill1", 80, proc)
         cluster.kill("w1")
+        killed_at = time.monotonic()
         out, err = proc.communicate(timeout=300)
+        after_kill = time.monotonic() - killed_at
     finally:
         if proc.poll() is None:
             proc.kill()
         cluster.start_worker("w1")  # for the tests after this one
     assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
+    reaped = re.findall(r"crawl kill1: (\d+) expired leases returned",
+                        cluster.tail_all("dispatcher")[dispatcher_offset:])
+    print(f"SIGKILL: {sum(map(int, reaped))} leases reaped, crawl done {after_kill:.1f} s later")
+    assert reaped, cluster.tail("dispatcher")  # w1 held leases: reaped long before 150 s
+    assert after_kill < 100, after_kill
     summary = json.loads(out)
     assert summary["fetched"] == BUDGET
     duplicates = duplicate_fetches(sandbox.log)

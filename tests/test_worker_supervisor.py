@@ -12,11 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-import redis
 
 from workers.supervisor import FIRST_BACKOFF, Supervisor
 
@@ -83,14 +81,8 @@ def _celery_children(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-def test_jlse_worker_comes_back_after_its_celery_process_dies(tmp_path):
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}); run `make services`",
-                    pytrace=False)
-    prefix = f"jlsesup{uuid.uuid4().hex[:8]}:"
+def test_jlse_worker_comes_back_after_its_celery_process_dies(tmp_path, registry):
+    prefix = registry.root  # the registry fixture deletes its keys afterwards
     env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=prefix, PYTHONUNBUFFERED="1")
     env.pop("CELERY_BROKER_URL", None)
     log_path = tmp_path / "worker.log"
@@ -118,7 +110,3 @@ def test_jlse_worker_comes_back_after_its_celery_process_dies(tmp_path):
         except ProcessLookupError:
             pass
         proc.wait(10)
-        keys = list(client.scan_iter(match=prefix + "*", count=1000))
-        if keys:
-            client.unlink(*keys)
-        client.close()

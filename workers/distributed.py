@@ -130,8 +130,14 @@ class CrawlContext:
 
     # --- one task ------------------------------------------------------------------------
     def start(self, task: LeasedTask) -> TaskStart | None:
-        """The checks before ``task`` (one round trip); None if the crawl's config changed."""
-        return self.registry.task_start(self.crawl_id, self.config_sha1, task)
+        """The checks before ``task`` (one round trip); None if the crawl's config changed.
+        A live lease is shortened to ``worker_lease_seconds`` from now: this worker's heartbeat
+        (``workers.lease_keeper``) renews it while the task runs, and if the worker dies the URL
+        comes back that soon."""
+        settings = self.settings
+        hold = min(settings.worker_lease_seconds, settings.lease_seconds)
+        return self.registry.task_start(self.crawl_id, self.config_sha1, task,
+                                        deadline=self.frontier.now() + hold)
 
     def process(self, task: LeasedTask, start: TaskStart) -> str:
         """Fetch and write one leased URL; a word saying what became of it."""

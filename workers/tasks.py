@@ -37,3 +37,23 @@ def _preload(**_: object) -> None:
     from workers.distributed import preload
 
     preload()
+
+
+_keeper = None
+
+
+@signals.worker_ready.connect
+def _start_lease_keeper(**_: object) -> None:
+    """In the worker's main process: renew the leases of the fetch tasks it holds."""
+    global _keeper
+    from scheduler.crawl_registry import CrawlRegistry, connect
+    from workers.lease_keeper import LeaseKeeper
+
+    _keeper = LeaseKeeper(CrawlRegistry(connect()))
+    _keeper.start()
+
+
+@signals.worker_shutdown.connect
+def _stop_lease_keeper(**_: object) -> None:
+    if _keeper is not None:
+        _keeper.stop()
