@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import redis
 from tqdm import tqdm
 
 from jlse.embedded import UNCOUNTED_OUTCOMES
@@ -166,26 +167,42 @@ def follow_crawl(frontier_url: str, crawl_id: str, progress: bool | None = None)
 
 
 def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm) -> str:
+    """Show the counters until the crawl ends; Redis going away (a restart) only pauses it."""
     frontier = frontier_of(registry, crawl_id, settings)
-    warned = False
+    warned = {"gone": False, "unreachable": False}
     try:
         while True:
-            raw = registry.config_raw(crawl_id)
-            if raw is None:  # Redis lost the crawl's keys: `jlse frontier rebuild` restores them
-                if not warned:
-                    log.warning("crawl %s is gone from Redis; run `jlse frontier rebuild "
-                                "--crawl-id %s` to continue it", crawl_id, crawl_id)
-                    warned = True
-                time.sleep(POLL_SECONDS)
-                continue
-            config = json.loads(raw)
-            counters = registry.counters(crawl_id)
-            _show(bar, counters, len(frontier))
-            if config["status"] in ("done", "stopped"):
-                return config.get("reason") or config["status"]
+            try:
+                ended = _poll_once(registry, crawl_id, frontier, bar, warned)
+                warned["unreachable"] = False
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if not warned["unreachable"]:
+                    log.warning("Redis unreachable (%s); still following crawl %s", exc,
+                                crawl_id)
+                    warned["unreachable"] = True
+                ended = None
+            if ended is not None:
+                return ended
             time.sleep(POLL_SECONDS)
     except KeyboardInterrupt:
         return _stop(registry, crawl_id)
+
+
+def _poll_once(registry: CrawlRegistry, crawl_id: str, frontier: RedisFrontier, bar: tqdm,
+               warned: dict[str, bool]) -> str | None:
+    """Update the bar; the crawl's end reason once it is done or stopped, else None."""
+    raw = registry.config_raw(crawl_id)
+    if raw is None:  # Redis lost the crawl's keys: `jlse frontier rebuild` restores them
+        if not warned["gone"]:
+            log.warning("crawl %s is gone from Redis; run `jlse frontier rebuild "
+                        "--crawl-id %s` to continue it", crawl_id, crawl_id)
+            warned["gone"] = True
+        return None
+    config = json.loads(raw)
+    _show(bar, registry.counters(crawl_id), len(frontier))
+    if config["status"] in ("done", "stopped"):
+        return config.get("reason") or config["status"]
+    return None
 
 
 def _stop(registry: CrawlRegistry, crawl_id: str) -> str:
