@@ -254,20 +254,29 @@ def test_learner_publishes_qtable_that_workers_use(jlse_crawl, redis_client):
 def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store_url,
                                         redis_client):
     """Also: the killed worker's leases come back after worker_lease_seconds (its heartbeat
-    stopped), not after the far longer lease_seconds."""
+    stopped), not after the far longer lease_seconds.
+
+    The kill lands while w1 is inside a page fetch (the sandbox answers slowly for a moment), so
+    the task it holds has started. Killed in the millisecond between receiving a task and
+    starting it, its lease would last lease_seconds instead: that is the design (README), not
+    what this test is about."""
     sandbox.clear_log()
     cmd = _crawl_cmd(phones_topic, pg_store_url, "kill1", sandbox, "best-first",
-                     lease_seconds=150.0, worker_lease_seconds=5.0)
+                     lease_seconds=60.0, worker_lease_seconds=5.0)
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     dispatcher_offset = len(cluster.tail_all("dispatcher"))
     try:
         _wait_fetched(redis_client, "kill1", 80, proc)
+        sandbox.set_latency(1.0)
+        time.sleep(0.5)  # both workers are now halfway through a slow fetch
         cluster.kill("w1")
         killed_at = time.monotonic()
+        sandbox.set_latency(0.0)
         out, err = proc.communicate(timeout=300)
         after_kill = time.monotonic() - killed_at
     finally:
+        sandbox.set_latency(0.0)
         if proc.poll() is None:
             proc.kill()
         cluster.start_worker("w1")  # for the tests after this one
@@ -275,8 +284,8 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
     reaped = re.findall(r"crawl kill1: (\d+) expired leases returned",
                         cluster.tail_all("dispatcher")[dispatcher_offset:])
     print(f"SIGKILL: {sum(map(int, reaped))} leases reaped, crawl done {after_kill:.1f} s later")
-    assert reaped, cluster.tail("dispatcher")  # w1 held leases: reaped long before 150 s
-    assert after_kill < 100, after_kill
+    assert reaped, cluster.tail("dispatcher")  # w1 held a lease
+    assert after_kill < 40, after_kill  # measured 5-6 s; the 60 s lease would take over 60 s
     summary = json.loads(out)
     assert summary["fetched"] == BUDGET
     duplicates = duplicate_fetches(sandbox.log)

@@ -198,6 +198,12 @@ class SandboxServer:
             self._thread.join(timeout=5)
         self._stopped_log = list(httpd.log)
 
+    def set_latency(self, seconds: float) -> None:
+        """Delay every response from now on by ``seconds`` (a running server too)."""
+        self.latency = seconds
+        if self._httpd is not None:
+            self._httpd.latency = seconds
+
     def __enter__(self) -> SandboxServer:
         self.start()
         return self
