@@ -58,6 +58,9 @@ def frontier_of(registry: CrawlRegistry, crawl_id: str, settings: Settings) -> R
                          default_delay=settings.politeness_delay)
 
 
+EMBEDDED_ONLY_STRATEGIES = frozenset({"cfc"})
+
+
 # --- registering a crawl -------------------------------------------------------------------
 def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: str,
                    frontier_url: str, crawl_id: str | None = None,
@@ -65,6 +68,9 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
     """Register (or with ``resume`` re-register) a crawl and queue its seeds; its id."""
     topic = load_topic(topic_dir, overrides)
     settings = topic.settings
+    if settings.strategy in EMBEDDED_ONLY_STRATEGIES:
+        raise CrawlSetupError(f"strategy {settings.strategy!r} runs in the embedded crawl only "
+                              "(without --frontier): its layer model lives in the crawl process")
     crawl_id = check_crawl_id(crawl_id or topic.name)
     registry = CrawlRegistry(connect(frontier_url))
     _check_not_running(registry, crawl_id, resume)

@@ -14,6 +14,8 @@ from jlse.progress import CrawlProgress, CrawlSummary
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
 from learner.background import BackgroundLearner, QTableHolder
+from learner.context_graph import ContextGraphLearner
+from models.context_graph import ContextGraphStrategy
 from models.qtable import QTable
 from models.strategies import make_strategy
 from scheduler.robots import RobotsCache
@@ -64,8 +66,8 @@ def run_crawl(
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings)
         crawler, fetcher = _build_crawler(settings, store, strategy, model, workdir, progress)
-        if settings.strategy in LEARNING_STRATEGIES:
-            learner = BackgroundLearner(settings, store_url, holder, workdir / "qtables")
+        learner = _background_learner(settings, strategy, store_url, holder, workdir)
+        if learner is not None:
             crawler.on_results = learner.notify
             learner.start()
         if resuming:
@@ -100,6 +102,17 @@ def _build_crawler(settings: Settings, store: CrawlStore, strategy, model, workd
                             traps.child_pattern_run, pages)
     bar = CrawlProgress(settings.max_pages, enabled=progress)
     return EmbeddedCrawler(settings, store, pipeline, traps, bar), fetcher
+
+
+def _background_learner(settings: Settings, strategy, store_url: str, holder: QTableHolder,
+                        workdir: Path) -> BackgroundLearner | None:
+    """The learner thread of a learning strategy: JLSE's Q-tables, or cfc's layer model."""
+    if settings.strategy in LEARNING_STRATEGIES:
+        return BackgroundLearner(settings, store_url, holder, workdir / "qtables")
+    if isinstance(strategy, ContextGraphStrategy):
+        return BackgroundLearner(settings, store_url, strategy.layer_model,
+                                 learner=ContextGraphLearner(settings, strategy.page_log))
+    return None
 
 
 def _latest_qtable(directory: Path) -> QTable | None:

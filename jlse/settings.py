@@ -20,7 +20,8 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
-STRATEGIES = ("auto", "bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes", "vsm")
+STRATEGIES = ("auto", "bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes",
+              "vsm", "cfc")
 
 
 class SettingsError(ValueError):
@@ -93,6 +94,9 @@ class Settings:
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link
+    # --- context-graph crawler (cfc; embedded mode) ---
+    cfc_layers: int = 3  # context layers above the targets' layer 0 (then "other")
+    cfc_page_log: int = 20_000  # pages kept (a uniform sample) to learn the layers from
     # --- topic description (topic.toml) ---
     name: str = ""
     keywords: list[str] = field(default_factory=list)
@@ -106,7 +110,7 @@ class Settings:
         for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
                     "frontier_size", "max_url_length", "robots_cache_size", "cf",
                     "domain_diversity", "max_pages_per_host", "low_priority_slots",
-                    "host_concurrency"):
+                    "host_concurrency", "cfc_layers", "cfc_page_log"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
         for key in ("connect_timeout", "read_timeout", "fetch_deadline"):
@@ -126,6 +130,8 @@ class Settings:
         if self.worker_lease_seconds < 5:  # a few missed heartbeats must not end a lease
             raise SettingsError("worker_lease_seconds: must be at least 5, got "
                                 f"{self.worker_lease_seconds}")
+        if self.cfc_layers > 10:
+            raise SettingsError(f"cfc_layers: at most 10, got {self.cfc_layers}")
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):

@@ -3,7 +3,8 @@
 The crawl's writer calls ``notify(result_count)`` after each write; it only flips a flag, so
 fetching never waits for learning. The thread reads the crawl database through its own
 connection (SQLite in WAL mode lets it read while the writer writes) and swaps each new Q-table
-into a ``QTableHolder``, where the link evaluators read it.
+into a ``QTableHolder``, where the link evaluators read it. The same thread learns ``cfc``'s layer
+model when given its learner (``learner.context_graph``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import logging
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 from jlse.settings import Settings
 from learner.learner import Learner
+from models.holder import ModelHolder
 from models.qtable import QTable
 from scheduler.store import CrawlStore, StoreError, open_store
 from scheduler.store.base import redact_url
@@ -29,42 +32,27 @@ def qtable_file_name(version: int) -> str:
     return f"qtable-v{version}.npz"
 
 
-class QTableHolder:
-    """The current Q-table; ``set`` swaps the reference, readers never see a half-built table."""
-
-    def __init__(self, table: QTable | None = None) -> None:
-        self._table = table
-        self._lock = threading.Lock()
-
-    def get(self) -> QTable | None:
-        return self._table  # reading one attribute is atomic
-
-    def set(self, table: QTable) -> None:
-        with self._lock:
-            self._table = table
-
-    @property
-    def version(self) -> int:
-        """Version of the current table, 0 when there is none."""
-        table = self._table
-        return table.version if table is not None else 0
+QTableHolder = ModelHolder  # the name the Q-table users know
 
 
 class BackgroundLearner:
     """Learns a new Q-table version each time the ResultTable has grown by ``settings.cf``.
 
     A failed round is logged (``last_error`` holds the most recent failure) and the crawl goes
-    on with the previous table.
+    on with the previous table. ``learner`` (default: the JLSE ``Learner``) is anything with
+    ``learn(store, version)`` returning a model with a ``version``, or None; only Q-tables are
+    saved to ``qtable_dir``.
     """
 
     def __init__(self, settings: Settings, store_url: str, holder: QTableHolder,
-                 qtable_dir: Path | None = None, keep_versions: int = KEEP_VERSIONS) -> None:
+                 qtable_dir: Path | None = None, keep_versions: int = KEEP_VERSIONS,
+                 learner: Any = None) -> None:
         self.settings = settings
         self.store_url = store_url
         self.holder = holder
         self.qtable_dir = Path(qtable_dir) if qtable_dir is not None else None
         self.keep_versions = max(1, keep_versions)
-        self.learner = Learner(settings)
+        self.learner = learner if learner is not None else Learner(settings)
         self.learned_versions = 0  # Q-tables learned by this instance
         self.last_error: str | None = None
         self._version = max(holder.version, self._latest_saved_version())
@@ -156,7 +144,7 @@ class BackgroundLearner:
 
     # --- Q-table files ---
     def _save(self, table: QTable) -> None:
-        if self.qtable_dir is None:
+        if self.qtable_dir is None or not isinstance(table, QTable):
             return
         path = self.qtable_dir / qtable_file_name(table.version)
         try:

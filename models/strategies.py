@@ -17,6 +17,7 @@ mutable state, so one instance serves every worker thread.
 | ``opic``       | the page's cash split by anchor relevance (``models.opic``) | none  |
 | ``bayes``      | KDE-NB P(relevant \\| anchor + context) (SPEC §2)           | hard  |
 | ``vsm``        | page relevance × (0.5 + 0.5 · cos(keywords, anchor + context)) | hard |
+| ``cfc``        | the page's context layer (``models.context_graph``)        | soft  |
 """
 
 from __future__ import annotations
@@ -73,11 +74,20 @@ class Strategy(ABC):
         urls: Sequence[str],
         contexts: Sequence[str],
         parent_priority: float = 1.0,
+        page_text: str = "",
     ) -> np.ndarray:
         """One priority per out-link (higher is fetched first).
 
         ``page_relevance`` is P(relevant | page) of the page the links are on (None when no
-        topic model), ``depth`` its depth, ``parent_priority`` the priority it was fetched at."""
+        topic model), ``depth`` its depth, ``parent_priority`` the priority it was fetched at,
+        ``page_text`` its visible text (only ``cfc`` reads it)."""
+
+    def observe_page(self, url: str, page_text: str, relevance: float | None,
+                     link_urls: Sequence[str]) -> None:
+        """Called once per parsed page before ``score_links`` (``url`` and its out-links are
+        canonical); a strategy that learns from the pages it sees (``cfc``) keeps what it
+        needs, the others ignore it."""
+        return None
 
 
 def share_by_similarity(page_relevance: float | None, similarities: np.ndarray) -> np.ndarray:
@@ -104,7 +114,7 @@ class BreadthFirst(Strategy):
     focused = False
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         return np.ones(len(urls))
 
 
@@ -115,7 +125,7 @@ class BestFirst(Strategy):
     focused = False  # soft focus: low-relevance pages still pass on their (low) priority
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         score = 0.0 if page_relevance is None else page_relevance
         return np.full(len(urls), score)
 
@@ -130,7 +140,7 @@ class AnchorTextAnalysis(Strategy):
         self.anchor_similarity = anchor_similarity
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return share_by_similarity(page_relevance, self.anchor_similarity(anchors))
@@ -147,7 +157,7 @@ class JointLinkSimilarity(Strategy):
         self.evaluator = evaluator  # a models.jlse_evaluator.JLSEEvaluator
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         priorities = self.evaluator.priorities(_relevance_or_one(page_relevance),
@@ -183,7 +193,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         return self.expand_targets or not is_target
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
@@ -206,7 +216,7 @@ class BayesContext(Strategy):
         self.context_relevance = context_relevance
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return np.asarray(self.context_relevance(link_texts(anchors, contexts)), dtype=float)
@@ -241,7 +251,7 @@ class KeywordVSM(Strategy):
         self.cosine = KeywordCosine(keywords)
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0) -> np.ndarray:
+                    parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         cosines = self.cosine.cosines(link_texts(anchors, contexts))
@@ -299,6 +309,15 @@ def _build_bayes(settings, model, qtable, base) -> Strategy:
     return BayesContext(_require_model("bayes", model).context_relevance, **base)
 
 
+def _build_cfc(settings, model, qtable, base) -> Strategy:
+    from models.context_graph import ContextGraphStrategy, PageLog
+    from models.holder import ModelHolder
+
+    _require_model("cfc", model)
+    return ContextGraphStrategy(ModelHolder(), PageLog(settings.cfc_page_log),
+                                n_layers=settings.cfc_layers, **base)
+
+
 def _build_vsm(settings, model, qtable, base) -> Strategy:
     if not any(tokenize(keyword) for keyword in settings.keywords):
         raise StrategyError("strategy 'vsm' needs topic keywords (keywords = [...] in topic.toml)")
@@ -315,6 +334,7 @@ _BUILDERS: dict[str, _Builder] = {
     "opic": _build_opic,
     "bayes": _build_bayes,
     "vsm": _build_vsm,
+    "cfc": _build_cfc,
 }
 
 

@@ -198,7 +198,7 @@ def test_every_setting_strategy_is_available() -> None:
     assert sorted(STRATEGIES) == available_strategies()
 
 
-@pytest.mark.parametrize("name", ["ata", "jlse", "jlse-paper", "jlse-product", "bayes"])
+@pytest.mark.parametrize("name", ["ata", "jlse", "jlse-paper", "jlse-product", "bayes", "cfc"])
 def test_model_strategies_need_a_model(name: str) -> None:
     with pytest.raises(StrategyError, match="needs a topic model"):
         make_strategy(name, Settings(), None)
@@ -212,7 +212,7 @@ def test_vsm_needs_keywords() -> None:
 
 @pytest.mark.parametrize("name, focused", [
     ("bfs", False), ("best-first", False), ("opic", False), ("ata", True), ("jlse", False),
-    ("jlse-paper", True), ("jlse-product", True), ("bayes", True), ("vsm", True),
+    ("jlse-paper", True), ("jlse-product", True), ("bayes", True), ("vsm", True), ("cfc", False),
 ])
 def test_focus_per_the_paper(name: str, focused: bool, phone_model: TopicModel) -> None:
     settings = Settings(keywords=["smartphone"], relevance_threshold=0.6)

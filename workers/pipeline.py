@@ -173,18 +173,20 @@ class PagePipeline:
         record = result.fetch
         record.title = page.title[:500]
         relevance = None
+        text = page_text(page)
         if self.model is not None:
-            relevance = float(self.model.relevance_page(page_text(page), page.blocks))
+            relevance = float(self.model.relevance_page(text, page.blocks))
             # a target (result) is a relevant detail page; irrelevant pages are not judged
             if relevance >= self.settings.relevance_threshold:
                 record.is_target = bool(self.model.is_target(page.stats))
         record.relevance = relevance
+        self.strategy.observe_page(task.url, text, relevance, [link.url for link in page.links])
         if self.strategy.should_expand(relevance, record.is_target):
-            result.links = self._score_links(task, page, relevance)
+            result.links = self._score_links(task, page, relevance, text)
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page: ParsedPage, relevance: float | None,
-                     ) -> list[NewLink]:
+                     text: str) -> list[NewLink]:
         links = [link for link in page.links if link.url != task.url]
         if not links:
             return []
@@ -194,6 +196,7 @@ class PagePipeline:
             [link.url for link in links],
             [link.context for link in links],
             parent_priority=task.priority,
+            page_text=text,
         )
         return [
             NewLink(
