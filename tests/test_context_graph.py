@@ -17,7 +17,6 @@ from models.context_graph import (
     layer_priority,
     url_keys,
 )
-from models.holder import ModelHolder
 from models.strategies import make_strategy
 from models.topic_model import TopicModel, TopicSamples
 
