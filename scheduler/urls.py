@@ -1,5 +1,12 @@
 """URL canonicalisation (SPEC section 2 (a)-(f)) and the URL features the scheduler needs.
 
+Beyond SPEC's (a)-(f), session ids are dropped, as Heritrix and Nutch do: a query parameter
+named like one (``SESSION_PARAMETERS``) whose value looks like a token (16 or more letters,
+digits, ``-`` or ``_``), and a ``;jsessionid=`` path parameter. Otherwise every link of a site
+that puts a fresh session id in its URLs is a new page, a spider trap no depth or pattern rule
+bounds well (measured on the sandbox: the default ``jlse`` crawl spent 283 of 2,000 fetches on
+``/session/N.html?sid=...`` copies of five pages).
+
 ``canonicalize`` decides when two URLs name the same page, so every URL is canonical before it
 reaches the frontier or the crawl database. It never raises: anything it cannot make into a
 valid http(s) URL is ``None``. IRIs (non-ASCII hosts, paths, queries) are first made into URIs
@@ -38,6 +45,11 @@ _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 _HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _PORT = re.compile(r"[0-9]{1,5}")
+SESSION_PARAMETERS = frozenset({"sid", "sessid", "sessionid", "session_id", "jsessionid",
+                                "phpsessid", "aspsessionid"})
+_SESSION_VALUE = re.compile(r"[0-9A-Za-z_-]{16,}")
+_SESSION_HINT = re.compile(r"sid|sess", re.IGNORECASE)  # cheap test before splitting a query
+_PATH_SESSION_ID = re.compile(r";jsessionid=[^/]*", re.IGNORECASE)
 
 
 def canonicalize(url: str, base: str | None = None) -> str | None:
@@ -75,7 +87,7 @@ def _canonical_absolute(url: str) -> str | None:
     if netloc is None:
         return None
     path = _canonical_path(parts.path)
-    query = _normalize_escapes(parts.query, _QUERY_SAFE)
+    query = _without_session_ids(_normalize_escapes(parts.query, _QUERY_SAFE))
     return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
 
@@ -169,7 +181,23 @@ def _canonical_host(text: str) -> str | None:
     return host
 
 
+def _without_session_ids(query: str) -> str:
+    """``query`` without its session-id parameters (module docstring); order kept."""
+    if not query or not _SESSION_HINT.search(query):
+        return query
+    pairs = query.split("&")
+    kept = [pair for pair in pairs if not _is_session_id(pair)]
+    return query if len(kept) == len(pairs) else "&".join(kept)
+
+
+def _is_session_id(pair: str) -> bool:
+    name, _, value = pair.partition("=")
+    return name.lower() in SESSION_PARAMETERS and _SESSION_VALUE.fullmatch(value) is not None
+
+
 def _canonical_path(path: str) -> str:
+    if ";" in path:
+        path = _PATH_SESSION_ID.sub("", path)
     path = _normalize_escapes(path, _PATH_SAFE)
     if not path.startswith("/"):
         path = "/" + path

@@ -72,6 +72,26 @@ def test_canonical_form(url: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("http://a.test/session/0.html?sid=029f9055846092d5", "http://a.test/session/0.html"),
+        ("http://a.test/x?a=1&SID=029f9055846092d5&b=2", "http://a.test/x?a=1&b=2"),
+        ("http://a.test/x?PHPSESSID=abcdefabcdefabcdefabcdef12&page=2", "http://a.test/x?page=2"),
+        ("http://a.test/p;jsessionid=ABCDEF0123456789ABCDEF0123456789?x=1", "http://a.test/p?x=1"),
+        ("http://a.test/p;JSESSIONID=a1b2/c", "http://a.test/p/c"),
+        # not session ids: a short value (a story id), another name, a value that is no token
+        ("http://a.test/x?sid=12", "http://a.test/x?sid=12"),
+        ("http://a.test/x?session=abcdefabcdefabcdefab", "http://a.test/x?session=abcdefabcdefabcdefab"),
+        ("http://a.test/x?sid=abc%20defabcdefabcdefab", "http://a.test/x?sid=abc%20defabcdefabcdefab"),
+        ("http://a.test/x;v=1?q=sid", "http://a.test/x;v=1?q=sid"),
+    ],
+)
+def test_session_ids_are_dropped(url: str, expected: str) -> None:
+    assert canonicalize(url) == expected
+    assert canonicalize(expected) == expected
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "javascript:void(0)",
