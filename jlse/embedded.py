@@ -65,6 +65,7 @@ class EmbeddedCrawler:
         self.counters = CrawlCounters()
         self._in_flight: dict[Future, CrawlTask] = {}
         self._low_in_flight: set[Future] = set()  # in flight with a "low" priority
+        self._next_low_at = 0.0  # monotonic time before which no "low" URL starts
         self._stopping = False
         self._robots_failures: dict[str, int] = {}  # host -> robots.txt unavailable so far
 
@@ -123,9 +124,8 @@ class EmbeddedCrawler:
             if self.counters.fetched + len(self._in_flight) >= self.settings.max_pages:
                 return
             low_below = self._low_priority_bound()
-            low_slots_full = len(self._low_in_flight) >= self.settings.low_priority_slots
             task = self.frontier.pop(self.politeness.is_ready,
-                                     min_priority=low_below if low_slots_full else None)
+                                     min_priority=None if self._low_slot_free() else low_below)
             if task is None:
                 return
             host = host_of(task.url)
@@ -140,6 +140,17 @@ class EmbeddedCrawler:
             self._in_flight[future] = task
             if task.priority < low_below:
                 self._low_in_flight.add(future)
+                self._next_low_at = time.monotonic() + self.settings.politeness_delay
+
+    def _low_slot_free(self) -> bool:
+        """Whether a "low" URL may start now: fewer than ``low_priority_slots`` are in flight,
+        and the last one started ``politeness_delay`` ago or more. The low-priority slots fetch
+        like one more polite host; without the pause, on a fast network, one slot fetches junk
+        from many hosts while each relevant host waits out its delay (sandbox demo, 0.25 s delay:
+        about 60% of the fetches)."""
+        if len(self._low_in_flight) >= self.settings.low_priority_slots:
+            return False
+        return time.monotonic() >= self._next_low_at
 
     def _low_priority_bound(self) -> float:
         """Priorities below this are "low": they wait while better URLs wait for their host,

@@ -8,6 +8,12 @@ priority therefore waits behind at most that many tasks, and every pop takes the
 the hosts that politeness allows now - the global order survives the queue. Workers stay thin
 Celery consumers (monitoring, retries, scaling come from Celery).
 
+A "low" URL (below ``priority_slack`` x the best queued priority) is sent only while fewer than
+``low_priority_slots`` low ones are in flight and ``politeness_delay`` has passed since the last
+one, as in the embedded crawl (``jlse.embedded``): the low slots fetch like one more polite
+host, so a focused crawl whose few relevant hosts wait out their delay does not fill the waits
+with junk from every other host.
+
 Each round, per crawl: return expired leases (``reap``: a worker killed with SIGKILL loses no
 URL), then pop and send while fewer than ``max_outstanding`` are in flight and the page budget
 (``max_pages - fetched - in flight``) is not spent. A crawl is done when ``fetched`` reached
@@ -177,7 +183,7 @@ class Dispatcher:
                 crawl.max_outstanding, repr(float(settings.priority_slack)),
                 settings.low_priority_slots, REAP_BATCH if reap else 0,
                 repr(frontier.default_delay), frontier.max_size, self.registry.root + "crawls",
-                crawl_id]
+                crawl_id, repr(float(settings.politeness_delay))]
         reply = self._script(args=args)
         if reply[0] == -1:
             return _INACTIVE

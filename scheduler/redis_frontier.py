@@ -56,6 +56,7 @@ P + "evicted"         string  URLs evicted because the frontier was full
 P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
 P + "seen_count"      string  number of fingerprints in the seen sets
 P + "wake"            list    at most one token: a lease ended since the dispatcher's last round
+P + "low_next"        string  time before which the dispatcher sends no "low" URL
 ====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);

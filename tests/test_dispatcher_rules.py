@@ -41,10 +41,10 @@ class Recorder:
 
 
 def _register(registry: CrawlRegistry, low_slots: int, hot: bool = True, crawl: str = CRAWL,
-              max_pages: int = 1000) -> RedisFrontier:
+              max_pages: int = 1000, delay: float = 0.0) -> RedisFrontier:
     settings = apply_overrides(Settings(), {
         "low_priority_slots": low_slots, "priority_slack": SLACK, "max_outstanding": 8,
-        "politeness_delay": 0.0, "max_pages": max_pages}, source="test")
+        "politeness_delay": delay, "max_pages": max_pages}, source="test")
     config = {"crawl_id": crawl, "settings": settings.to_dict(), "status": "running",
               "reason": "", "max_pages": settings.max_pages}
     registry.register(crawl, config, None, {})
@@ -161,3 +161,21 @@ def test_budget_is_never_overshot_whenever_a_task_finishes(registry):
     else:
         pytest.fail("a dispatcher round took more than 60 Redis commands")
     client.close()
+
+
+def test_low_urls_start_no_faster_than_one_polite_host(registry):
+    """With a politeness delay, a low slot freed at once still waits out that delay."""
+    frontier = _register(registry, low_slots=1, delay=0.5)
+    recorder = Recorder()
+    dispatcher = Dispatcher(registry, recorder)
+    dispatcher.serve(CRAWL)
+    assert [task["priority"] for task in recorder.sent] == [1.0, 0.1]
+    junk = next(task for task in recorder.in_flight if task["priority"] < 0.5)
+    recorder.in_flight.remove(junk)
+    assert frontier.ack(LeasedTask.from_dict(junk))  # the low slot is free again at once
+    dispatcher.serve(CRAWL)
+    assert len(recorder.sent) == 2  # but no junk starts before the delay has passed
+    time.sleep(0.6)
+    dispatcher.serve(CRAWL)
+    assert [task["priority"] for task in recorder.sent][2:] == [0.1]
+
