@@ -19,7 +19,6 @@ seen by the crawl is tokenised once and no vocabulary has to be kept in step bet
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ from models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self
-
-log = logging.getLogger(__name__)
 
 HASHED_FEATURES = 2**18
 EVIDENCE_TOKENS = 10  # the page NB's temperature (models.naive_bayes): posteriors not all 0 or 1
