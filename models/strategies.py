@@ -4,7 +4,8 @@ A strategy is a small, pure component the pipeline calls once per page. It sees 
 relevance and its out-links' link triples (anchor, URL, context) and returns one priority per
 link; it also says whether a page is expanded at all (hard focus). Strategies are picked by name
 with ``make_strategy`` (``--strategy``) and all run through the same pipeline. They hold no
-mutable state, so one instance serves every worker thread.
+mutable state, so one instance serves every worker thread; the exception is ``cfc``, whose page
+log and layer model are thread-safe (a lock, an atomic swap).
 
 | name           | link priority                                              | focus |
 |----------------|------------------------------------------------------------|-------|
