@@ -27,10 +27,10 @@ from lxml import etree, html  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.naive_bayes import NaiveBayesTextClassifier  # noqa: E402
-from models.page_stats import PageStats  # noqa: E402
-from models.result_page import ResultPageClassifier  # noqa: E402
-from models.tokenizer import prepare, tokenize  # noqa: E402
+from jlse.models.naive_bayes import NaiveBayesTextClassifier  # noqa: E402
+from jlse.models.page_stats import PageStats  # noqa: E402
+from jlse.models.result_page import ResultPageClassifier  # noqa: E402
+from jlse.models.tokenizer import prepare, tokenize  # noqa: E402
 
 PAGE_BYTES = 15_000
 

@@ -30,8 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from jlse.scheduler.urls import canonicalize  # noqa: E402
+
 from jlse.settings import DEFAULT_USER_AGENT, Settings  # noqa: E402
-from scheduler.urls import canonicalize  # noqa: E402
 
 log = logging.getLogger("bench_crawl")
 

@@ -44,12 +44,12 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from models.anchor import AnchorSimilarity  # noqa: E402
-from models.jlse_evaluator import JLSEEvaluator  # noqa: E402
-from models.link_index import LinkIndex  # noqa: E402
-from models.qlearning import q_learning  # noqa: E402
-from models.qtable import QTable, build_qtable  # noqa: E402
-from models.tokenizer import tokenize  # noqa: E402
+from jlse.models.anchor import AnchorSimilarity  # noqa: E402
+from jlse.models.jlse_evaluator import JLSEEvaluator  # noqa: E402
+from jlse.models.link_index import LinkIndex  # noqa: E402
+from jlse.models.qlearning import q_learning  # noqa: E402
+from jlse.models.qtable import QTable, build_qtable  # noqa: E402
+from jlse.models.tokenizer import tokenize  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "jlse.json"
 VOCABULARY_SIZE = 20_000

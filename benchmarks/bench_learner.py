@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from jlse.learner.graph import build_link_graph
+from jlse.learner.learner import Learner
+from jlse.models.tokenizer import tokenize
+from jlse.scheduler.store import open_store
 
 from jlse.sandbox import vocab_en, vocab_zh
 from jlse.settings import Settings
-from learner.graph import build_link_graph
-from learner.learner import Learner
-from models.tokenizer import tokenize
-from scheduler.store import open_store
 
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner.json"
 LEVEL_SHARES = (0.00002, 0.0004, 0.004, 0.02, 0.06, 0.14, 0.24, 0.30)  # depth 8 takes the rest

@@ -14,8 +14,9 @@ import time
 import uuid
 from pathlib import Path
 
-from scheduler.records import FetchRecord, NewLink, Outcome
-from scheduler.store import CrawlStore, open_store
+from jlse.scheduler.store import CrawlStore, open_store
+
+from jlse.records import FetchRecord, NewLink, Outcome
 
 NEW_PER_PAGE = 60
 NAV_LINKS = 20

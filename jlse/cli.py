@@ -85,7 +85,7 @@ def cmd_dispatcher(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers import supervisor
+    from jlse.workers import supervisor
 
     if not supervisor.is_child():  # Celery runs in a child that is restarted if it dies
         return supervisor.supervise(args.argv)
@@ -143,7 +143,7 @@ def _add_cluster_parsers(sub: Any) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from jlse.export import export_pages
-    from scheduler.store import open_store
+    from jlse.scheduler.store import open_store
 
     store_url = args.store or f"sqlite:///{(Path(args.workdir) / 'crawl.db').resolve()}"
     if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).exists():
@@ -319,7 +319,7 @@ def _usage_errors() -> tuple[type[BaseException], ...]:
     from jlse.topic import TopicError
 
     errors: list[type[BaseException]] = [SettingsError, TopicError, CrawlSetupError, ValueError]
-    registry = sys.modules.get("scheduler.crawl_registry")
+    registry = sys.modules.get("jlse.scheduler.crawl_registry")
     if registry is not None:
         errors.append(registry.RegistryError)
     return tuple(errors)

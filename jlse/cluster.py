@@ -21,24 +21,24 @@ import redis
 from tqdm import tqdm
 
 from jlse.embedded import UNCOUNTED_OUTCOMES
+from jlse.learner.publish import RedisQTableStore
+from jlse.models.persist import topic_model_to_bytes
+from jlse.models.strategies import make_strategy
 from jlse.progress import CrawlSummary
+from jlse.records import CrawlTask, NewLink
 from jlse.run import CrawlSetupError
-from jlse.settings import Settings
-from jlse.topic import build_topic_model, load_topic
-from learner.publish import RedisQTableStore
-from models.persist import topic_model_to_bytes
-from models.strategies import make_strategy
-from scheduler.crawl_registry import (
+from jlse.scheduler.crawl_registry import (
     CrawlRegistry,
     check_crawl_id,
     connect,
     settings_from_config,
     strip_password,
 )
-from scheduler.records import CrawlTask, NewLink
-from scheduler.redis_frontier import RedisFrontier
-from scheduler.store import open_store, redact_url
-from scheduler.store.base import CrawlStore
+from jlse.scheduler.redis_frontier import RedisFrontier
+from jlse.scheduler.store import open_store, redact_url
+from jlse.scheduler.store.base import CrawlStore
+from jlse.settings import Settings
+from jlse.topic import build_topic_model, load_topic
 
 log = logging.getLogger(__name__)
 
@@ -279,8 +279,8 @@ def _config_from_store(store: CrawlStore, crawl_id: str) -> dict[str, Any]:
 # --- the roles -----------------------------------------------------------------------------
 def run_dispatcher() -> None:
     """The dispatcher role, until SIGTERM or Ctrl+C."""
-    from scheduler.dispatcher import Dispatcher
-    from workers.celery_app import FETCH_QUEUE, app
+    from jlse.scheduler.dispatcher import Dispatcher
+    from jlse.workers.celery_app import FETCH_QUEUE, app
 
     def send(crawl_id: str, task: dict) -> None:
         app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE)
@@ -296,7 +296,7 @@ def run_dispatcher() -> None:
 def run_worker(queue: str, concurrency: int, hostname: str | None,
                pool: str | None = None) -> None:
     """A Celery worker on ``queue`` (events on, for Flower)."""
-    from workers.celery_app import app
+    from jlse.workers.celery_app import app
 
     app.conf.worker_hijack_root_logger = True  # the worker logs as Celery does (INFO)
     argv = ["worker", "-Q", queue, "-c", str(concurrency), "-E", "--loglevel=INFO"]
@@ -309,7 +309,7 @@ def run_worker(queue: str, concurrency: int, hostname: str | None,
 
 def cluster_status(crawl_id: str | None = None, ping_timeout: float = 1.0) -> dict[str, Any]:
     """Per crawl: status, frontier, leases, pages/s, harvest, Q-table version; worker health."""
-    from workers.celery_app import app
+    from jlse.workers.celery_app import app
 
     registry = CrawlRegistry(connect())
     crawls = {}

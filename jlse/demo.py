@@ -11,7 +11,7 @@ from pathlib import Path
 
 from jlse.run import run_crawl
 from jlse.sandbox import SandboxServer, build_web
-from scheduler.store import open_store
+from jlse.scheduler.store import open_store
 
 DEMO_SETTINGS = {
     "politeness_delay": 0.25,  # the sandbox is local; a real crawl keeps the 1 s default

@@ -16,14 +16,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from jlse.progress import CrawlProgress
+from jlse.records import CrawlTask, LinkStatus, NewLink, Outcome
+from jlse.scheduler.frontier import LocalFrontier
+from jlse.scheduler.politeness import HostPoliteness
+from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.traps import TrapGuard
+from jlse.scheduler.urls import host_of
 from jlse.settings import Settings
-from scheduler.frontier import LocalFrontier
-from scheduler.politeness import HostPoliteness
-from scheduler.records import CrawlTask, LinkStatus, NewLink, Outcome
-from scheduler.store.base import CrawlStore
-from scheduler.traps import TrapGuard
-from scheduler.urls import host_of
-from workers.pipeline import PagePipeline, PageResult
+from jlse.workers.pipeline import PagePipeline, PageResult
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode
 import numpy as np
 
 from jlse.embedded import UNCOUNTED_OUTCOMES
-from scheduler.urls import canonicalize
+from jlse.scheduler.urls import canonicalize
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import csv
 import json
 from typing import TextIO
 
-from scheduler.store.base import CrawlStore
+from jlse.scheduler.store.base import CrawlStore
 
 EXPORT_FIELDS = ("url", "title", "relevance", "is_target", "depth", "fetched_at", "status_code",
                  "content_type", "parent_url")

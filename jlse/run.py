@@ -10,21 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from jlse.embedded import EmbeddedCrawler
+from jlse.learner.background import BackgroundLearner, QTableHolder
+from jlse.learner.context_graph import ContextGraphLearner
+from jlse.models.context_graph import ContextGraphStrategy
+from jlse.models.qtable import QTable
+from jlse.models.strategies import make_strategy
 from jlse.progress import CrawlProgress, CrawlSummary
+from jlse.scheduler.robots import RobotsCache
+from jlse.scheduler.store import open_store
+from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.store.pages import PageRepository
+from jlse.scheduler.traps import TrapGuard
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
-from learner.background import BackgroundLearner, QTableHolder
-from learner.context_graph import ContextGraphLearner
-from models.context_graph import ContextGraphStrategy
-from models.qtable import QTable
-from models.strategies import make_strategy
-from scheduler.robots import RobotsCache
-from scheduler.store import open_store
-from scheduler.store.base import CrawlStore
-from scheduler.store.pages import PageRepository
-from scheduler.traps import TrapGuard
-from workers.fetcher import Fetcher
-from workers.pipeline import PagePipeline
+from jlse.workers.fetcher import Fetcher
+from jlse.workers.pipeline import PagePipeline
 
 log = logging.getLogger(__name__)
 

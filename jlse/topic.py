@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from jlse.models.persist import HEADER_FILE, load_topic_model
+from jlse.models.topic_model import TopicModel, TopicSamples
+from jlse.scheduler.urls import canonicalize
 from jlse.settings import Settings, SettingsError, load_settings
-from models.persist import HEADER_FILE, load_topic_model
-from models.topic_model import TopicModel, TopicSamples
-from scheduler.urls import canonicalize
-from workers.charset import decode_html
-from workers.parser import ParsedPage, parse_html
-from workers.pipeline import page_text
+from jlse.workers.charset import decode_html
+from jlse.workers.parser import ParsedPage, parse_html
+from jlse.workers.pipeline import page_text
 
 log = logging.getLogger(__name__)
 

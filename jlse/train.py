@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from jlse.models.anchor import AnchorSimilarity
+from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes
+from jlse.models.naive_bayes import NaiveBayesTextClassifier
+from jlse.models.persist import read_model_header, save_topic_model
+from jlse.models.result_page import ResultPageClassifier
+from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
+from jlse.models.vsm import PositionVSM
 from jlse.topic import MODEL_DIR, TopicError, load_topic
-from models.anchor import AnchorSimilarity
-from models.kde_nb import GaussianNBText, KDENaiveBayes
-from models.naive_bayes import NaiveBayesTextClassifier
-from models.persist import read_model_header, save_topic_model
-from models.result_page import ResultPageClassifier
-from models.topic_model import TopicModel, TopicSamples, cv_fold_scores
-from models.vsm import PositionVSM
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from jlse.learner.learner import Learner
+from jlse.models.holder import ModelHolder
+from jlse.models.qtable import QTable
+from jlse.scheduler.store import CrawlStore, StoreError, open_store
+from jlse.scheduler.store.base import redact_url
+
 from jlse.settings import Settings
-from learner.learner import Learner
-from models.holder import ModelHolder
-from models.qtable import QTable
-from scheduler.store import CrawlStore, StoreError, open_store
-from scheduler.store.base import redact_url
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 import numpy as np
+from jlse.models.context_graph import LayerModel, PageLog, context_layers
 
 from jlse.settings import Settings
-from models.context_graph import LayerModel, PageLog, context_layers
 
 log = logging.getLogger(__name__)
 

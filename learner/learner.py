@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import time
 
+from jlse.learner.graph import build_link_graph
+from jlse.models.qtable import QTable, build_qtable
+from jlse.scheduler.store import CrawlStore
+
 from jlse.settings import Settings
-from learner.graph import build_link_graph
-from models.qtable import QTable, build_qtable
-from scheduler.store import CrawlStore
 
 log = logging.getLogger(__name__)
 

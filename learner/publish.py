@@ -38,9 +38,8 @@ import time
 from collections.abc import Callable
 
 import redis
-
-from learner.background import QTableHolder
-from models.qtable import QTable
+from jlse.learner.background import QTableHolder
+from jlse.models.qtable import QTable
 
 log = logging.getLogger(__name__)
 

@@ -25,15 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from jlse.models.holder import ModelHolder
+from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
+from jlse.models.strategies import Strategy
+from jlse.models.tokenizer import tokenize
 from scipy.sparse import csr_matrix, vstack
 from scipy.special import softmax
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.naive_bayes import MultinomialNB
-
-from models.holder import ModelHolder
-from models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
-from models.strategies import Strategy
-from models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self

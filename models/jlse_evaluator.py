@@ -16,8 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-
-from models.qtable import QTable
+from jlse.models.qtable import QTable
 
 logger = logging.getLogger(__name__)
 

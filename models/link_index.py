@@ -40,9 +40,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-
-from models.bm25 import FieldBM25, StackedFields
-from models.link_tokens import (  # noqa: F401  (url_tokens and the caches are re-exported)
+from jlse.models.bm25 import FieldBM25, StackedFields
+from jlse.models.link_tokens import (  # noqa: F401  (url_tokens and the caches are re-exported)
     COMMON_URL_TOKENS,
     TEXT_CHARS,
     _TokenCache,
@@ -53,7 +52,7 @@ from models.link_tokens import (  # noqa: F401  (url_tokens and the caches are r
     text_tokens,
     url_tokens,
 )
-from models.sparse_rows import (
+from jlse.models.sparse_rows import (
     pair_products,
     product,
     row_argmax,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from itertools import filterfalse, repeat
 from urllib.parse import unquote, unquote_plus, urlsplit
 
-from models.tokenizer import tokenize, tokenize_many
+from jlse.models.tokenizer import tokenize, tokenize_many
 
 TEXT_CHARS = 400  # anchors and contexts are cut to this (the parser's cap on contexts)
 

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from models.topic_model import TopicModel
+from jlse.models.topic_model import TopicModel
 
 logger = logging.getLogger(__name__)
 

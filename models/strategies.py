@@ -30,13 +30,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from models.tokenizer import tokenize
+from jlse.models.tokenizer import tokenize
 
 if TYPE_CHECKING:
+    from jlse.models.qtable import QTable
+    from jlse.models.topic_model import TopicModel
+
     from jlse.settings import Settings
-    from models.qtable import QTable
-    from models.topic_model import TopicModel
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
 
@@ -287,7 +287,7 @@ def _build_ata(settings, model, qtable, base) -> Strategy:
 
 def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
     def build(settings, model, qtable, base) -> Strategy:
-        from models.jlse_evaluator import JLSEEvaluator
+        from jlse.models.jlse_evaluator import JLSEEvaluator
 
         anchor_similarity = _require_model(cls.name, model).anchor_similarity
         evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
@@ -299,7 +299,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
 
 
 def _build_opic(settings, model, qtable, base) -> Strategy:
-    from models.opic import CashSplit
+    from jlse.models.opic import CashSplit
 
     weight = settings.opic_relevance_weight
     anchor_similarity = None if model is None else model.anchor_similarity
@@ -311,8 +311,8 @@ def _build_bayes(settings, model, qtable, base) -> Strategy:
 
 
 def _build_cfc(settings, model, qtable, base) -> Strategy:
-    from models.context_graph import ContextGraphStrategy, PageLog
-    from models.holder import ModelHolder
+    from jlse.models.context_graph import ContextGraphStrategy, PageLog
+    from jlse.models.holder import ModelHolder
 
     _require_model("cfc", model)
     return ContextGraphStrategy(ModelHolder(), PageLog(settings.cfc_page_log),

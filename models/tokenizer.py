@@ -60,7 +60,7 @@ BATCH_MIN_CHARS = 800
 
 
 def _load_stopwords(name: str) -> frozenset[str]:
-    text = resources.files("models").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("jlse.models").joinpath("data", name).read_text(encoding="utf-8")
     words = (line.strip() for line in text.splitlines())
     return frozenset(word for word in words if word and not word.startswith("#"))
 

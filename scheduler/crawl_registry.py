@@ -31,12 +31,12 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import redis
+from jlse.scheduler import redis_scripts
+from jlse.scheduler.redis_frontier import fingerprint
+from jlse.scheduler.urls import host_of
 
+from jlse.records import CrawlTask
 from jlse.settings import Settings, apply_overrides
-from scheduler import redis_scripts
-from scheduler.records import CrawlTask
-from scheduler.redis_frontier import fingerprint
-from scheduler.urls import host_of
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # A worker's transactions issue their statements back to back; one idle for longer has lost its

@@ -38,11 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
+from jlse.scheduler import redis_scripts
+from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
+from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 
 from jlse.settings import Settings
-from scheduler import redis_scripts
-from scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
-from scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,9 @@ from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Callable
 
-from scheduler.records import CrawlTask
-from scheduler.urls import host_of
+from jlse.scheduler.urls import host_of
+
+from jlse.records import CrawlTask
 
 HostReady = Callable[[str], bool]
 

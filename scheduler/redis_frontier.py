@@ -76,12 +76,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import redis
+from jlse.scheduler import redis_scripts
+from jlse.scheduler.frontier import Frontier, HostReady
+from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.urls import host_of
 
-from scheduler import redis_scripts
-from scheduler.frontier import Frontier, HostReady
-from scheduler.records import CrawlTask, LinkStatus
-from scheduler.store.base import CrawlStore
-from scheduler.urls import host_of
+from jlse.records import CrawlTask, LinkStatus
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,12 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from scheduler.records import Outcome
+from jlse.records import Outcome
 
 if TYPE_CHECKING:
+    from jlse.workers.fetcher import FetchResult
+
     from jlse.settings import Settings
-    from workers.fetcher import FetchResult
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from scheduler.urls import canonicalize, host_of, hostname_of, url_pattern
+from jlse.scheduler.urls import canonicalize, host_of, hostname_of, url_pattern
 
 if TYPE_CHECKING:
     from jlse.settings import Settings

@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JLSE=${JLSE:-$ROOT/.venv/bin/jlse}
 CELERY=${CELERY:-$ROOT/.venv/bin/celery}
-CELERY_APP=${CELERY_APP:-workers.celery_app}
+CELERY_APP=${CELERY_APP:-jlse.workers.celery_app}
 RUN_DIR=${RUN_DIR:-runs/cluster}
 WORKERS=${WORKERS:-2}
 CONCURRENCY=${CONCURRENCY:-}          # fetch threads per worker; empty = jlse's default

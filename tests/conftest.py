@@ -75,7 +75,7 @@ def store_url(request, tmp_path) -> str:
 
 @pytest.fixture()
 def store(store_url):
-    from scheduler.store import open_store
+    from jlse.scheduler.store import open_store
 
     with open_store(store_url) as opened:
         yield opened
@@ -107,8 +107,7 @@ def registry() -> Iterator:
     """A crawl registry on the real Redis (``JLSE_TEST_REDIS``) under a private key prefix,
     deleted afterwards. An unreachable Redis fails the test."""
     import redis
-
-    from scheduler.crawl_registry import CrawlRegistry
+    from jlse.scheduler.crawl_registry import CrawlRegistry
 
     url = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
     client = redis.Redis.from_url(url, socket_connect_timeout=5)

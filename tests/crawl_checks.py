@@ -63,10 +63,11 @@ def trap_fetches(log, web) -> int:
 def lost_urls(store_url: str, client, prefix: str, crawl_id: str) -> list[str]:
     """URLs of a distributed crawl's database that ended neither fetched/rejected nor in the
     Redis frontier (queued or leased) under key prefix ``prefix``."""
-    from scheduler.crawl_registry import CrawlRegistry
-    from scheduler.records import LinkStatus
-    from scheduler.redis_frontier import fingerprint
-    from scheduler.store import open_store
+    from jlse.scheduler.crawl_registry import CrawlRegistry
+    from jlse.scheduler.redis_frontier import fingerprint
+    from jlse.scheduler.store import open_store
+
+    from jlse.records import LinkStatus
 
     frontier = CrawlRegistry(client, prefix).frontier_prefix(crawl_id)
     in_frontier = set(client.hkeys(frontier + "task")) | set(client.hkeys(frontier + "lease"))
@@ -85,7 +86,7 @@ def lost_urls(store_url: str, client, prefix: str, crawl_id: str) -> list[str]:
 def _parent_pending(store, link) -> bool:
     """A link written by a worker killed before it reached Redis: its page is still queued
     (the lease was reaped), so fetching that page again queues the link again."""
-    from scheduler.records import LinkStatus
+    from jlse.records import LinkStatus
 
     parent = store.get_link(link.parent_id) if link.parent_id is not None else None
     return parent is not None and parent.status is LinkStatus.QUEUED

@@ -9,18 +9,17 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from models import link_index
-from models.bm25 import FieldBM25
-from models.link_index import (
+from jlse.models import link_index
+from jlse.models.bm25 import FieldBM25
+from jlse.models.link_index import (
     TEXT_CHARS,
     LinkIndex,
     _url_parts,
     _url_parts_by_urlsplit,
     url_tokens,
 )
-from models.link_tokens import url_tokens_many
-from models.sparse_rows import product, top_per_row, top_postings
+from jlse.models.link_tokens import url_tokens_many
+from jlse.models.sparse_rows import product, top_per_row, top_postings
 
 # N = 3 documents of lengths 3, 2, 4: avgdl = 3, k1 = 2, b = 0.75.
 CORPUS = [["apple", "banana", "apple"], ["banana", "cherry"], ["cherry", "date", "egg", "fig"]]

@@ -8,8 +8,7 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from workers.charset import codec_name, decode_html, looks_binary, sniffs_as_html
+from jlse.workers.charset import codec_name, decode_html, looks_binary, sniffs_as_html
 
 ZH_SIMPLIFIED = (
     "网络爬虫是一种按照一定的规则，自动地抓取万维网信息的程序或者脚本。聚焦爬虫根据主题相关性"

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from jlse.eval import run_eval
-from jlse.settings import Settings, SettingsError
-from learner.context_graph import ContextGraphLearner
-from models.context_graph import (
+from jlse.learner.context_graph import ContextGraphLearner
+from jlse.models.context_graph import (
     ContextGraphStrategy,
     LayerModel,
     PageLog,
@@ -17,8 +14,11 @@ from models.context_graph import (
     layer_priority,
     url_keys,
 )
-from models.strategies import make_strategy
-from models.topic_model import TopicModel, TopicSamples
+from jlse.models.strategies import make_strategy
+from jlse.models.topic_model import TopicModel, TopicSamples
+
+from jlse.eval import run_eval
+from jlse.settings import Settings, SettingsError
 
 PHONE = "smartphone review battery camera screen android phone 手机 评测"
 HUB = "directory of sites portal links categories partners"

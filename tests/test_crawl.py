@@ -17,9 +17,9 @@ from crawl_checks import (
     robots_violations,
     trap_fetches,
 )
+from jlse.scheduler.store import open_store
 
 from jlse.run import CrawlSetupError, run_crawl
-from scheduler.store import open_store
 
 FAST = {"strategy": "bfs", "politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
         "connect_timeout": 2.0, "read_timeout": 2.0, "fetch_deadline": 4.0}

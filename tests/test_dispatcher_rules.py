@@ -12,12 +12,12 @@ import time
 
 import pytest
 import redis
+from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.dispatcher import Dispatcher
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier
 
+from jlse.records import CrawlTask
 from jlse.settings import Settings, apply_overrides
-from scheduler.crawl_registry import CrawlRegistry
-from scheduler.dispatcher import Dispatcher
-from scheduler.records import CrawlTask
-from scheduler.redis_frontier import LeasedTask, RedisFrontier
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 CRAWL = "rules1"

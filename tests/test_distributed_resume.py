@@ -19,6 +19,8 @@ import psycopg2
 import pytest
 import test_distributed
 from crawl_checks import duplicate_fetches
+from jlse.scheduler.crawl_registry import CrawlRegistry, settings_from_config
+from jlse.scheduler.store import open_store
 from test_distributed import (
     BUDGET,
     FAST,
@@ -33,9 +35,7 @@ from test_distributed import (
 )
 
 from jlse.cluster import frontier_of, store_counters
-from scheduler.crawl_registry import CrawlRegistry, settings_from_config
-from scheduler.records import LinkStatus
-from scheduler.store import open_store
+from jlse.records import LinkStatus
 
 # the fixtures of test_distributed, module-scoped here too
 redis_client = test_distributed.redis_client

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from jlse.scheduler.store import open_store
 
 from jlse.eval import (
     EvalError,
@@ -21,8 +22,7 @@ from jlse.eval import (
     run_eval,
     truth_key,
 )
-from scheduler.records import FetchRecord, NewLink, Outcome
-from scheduler.store import open_store
+from jlse.records import FetchRecord, NewLink, Outcome
 
 A, B, C, D, E = (f"http://p.test/{name}" for name in "abcde")
 UNKNOWN = "http://p.test/redirect"

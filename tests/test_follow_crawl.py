@@ -9,12 +9,12 @@ import threading
 import time
 
 import pytest
+from jlse.scheduler.crawl_registry import CrawlRegistry, connect
 from private_services import PrivateRedis, ServiceUnavailable
 from tqdm import tqdm
 
 from jlse import cluster
 from jlse.settings import Settings
-from scheduler.crawl_registry import CrawlRegistry, connect
 
 CRAWL = "follow1"
 

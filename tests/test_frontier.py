@@ -1,6 +1,7 @@
-from scheduler.frontier import LocalFrontier
-from scheduler.politeness import HostPoliteness
-from scheduler.records import CrawlTask
+from jlse.scheduler.frontier import LocalFrontier
+from jlse.scheduler.politeness import HostPoliteness
+
+from jlse.records import CrawlTask
 
 
 def task(url: str, priority: float = 1.0, url_id: int = 0) -> CrawlTask:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from models import link_tokens
-from models.anchor import AnchorSimilarity, gtsat
-from models.jlse_evaluator import JLSEEvaluator
-from models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE
-from models.qtable import FORMAT_VERSION, HEADER_KEY, QTable, build_qtable
+from jlse.models import link_tokens
+from jlse.models.anchor import AnchorSimilarity, gtsat
+from jlse.models.jlse_evaluator import JLSEEvaluator
+from jlse.models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE
+from jlse.models.qtable import FORMAT_VERSION, HEADER_KEY, QTable, build_qtable
 
 # G_w: seed 0 -> list page 1 -> detail page 2 (a result); seed 0 -> 3 (a dead end).
 ANCHORS = ["phone news", "smartphone reviews", "battery test of the new phone", "cooking recipes"]
@@ -247,7 +246,7 @@ def test_a_failing_qtable_source_falls_back_to_anchors(caplog: pytest.LogCapture
         raise ConnectionError("redis is down")
 
     evaluator = JLSEEvaluator(flat_anchor_sim(0.3), broken)
-    with caplog.at_level(logging.WARNING, logger="models.jlse_evaluator"):
+    with caplog.at_level(logging.WARNING, logger="jlse.models.jlse_evaluator"):
         sims = evaluator.similarities(*LINKS)
     np.testing.assert_array_equal(sims, [0.3, 0.3, 0.3])
     assert "anchor similarity only" in caplog.text
@@ -255,7 +254,7 @@ def test_a_failing_qtable_source_falls_back_to_anchors(caplog: pytest.LogCapture
 
 def test_bad_relevance_and_bad_input(caplog: pytest.LogCaptureFixture) -> None:
     evaluator = JLSEEvaluator(flat_anchor_sim(0.5), lambda: None)
-    with caplog.at_level(logging.WARNING, logger="models.jlse_evaluator"):
+    with caplog.at_level(logging.WARNING, logger="jlse.models.jlse_evaluator"):
         assert evaluator.priorities(float("nan"), *LINKS).tolist() == [0.0, 0.0, 0.0]
         assert evaluator.priorities(1.7, *LINKS).sum() == pytest.approx(1.0)
     assert "NaN" in caplog.text and "clipped" in caplog.text

@@ -7,17 +7,17 @@ import statistics
 import threading
 import time
 
+import jlse.scheduler.store.sql as store_sql
 import numpy as np
 import pytest
+from jlse.learner.background import BackgroundLearner, QTableHolder
+from jlse.learner.graph import build_link_graph
+from jlse.learner.learner import Learner
+from jlse.models.qtable import QTable
+from jlse.scheduler.store.base import LearningGraphRows
 
-import scheduler.store.sql as store_sql
+from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.settings import Settings
-from learner.background import BackgroundLearner, QTableHolder
-from learner.graph import build_link_graph
-from learner.learner import Learner
-from models.qtable import QTable
-from scheduler.records import FetchRecord, NewLink, Outcome
-from scheduler.store.base import LearningGraphRows
 
 GAMMA = 0.9
 
@@ -328,7 +328,7 @@ def test_a_failing_round_is_logged_and_the_previous_table_stays(store, backgroun
         raise RuntimeError("the learner broke")
 
     background.learner.learn = broken_learn
-    with caplog.at_level(logging.ERROR, logger="learner.background"):
+    with caplog.at_level(logging.ERROR, logger="jlse.learner.background"):
         background.notify(add_results(crawl, CF))
         assert background.wait_idle(WAIT)
     assert "RuntimeError: the learner broke" in background.last_error

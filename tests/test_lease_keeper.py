@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint
+from jlse.workers.lease_keeper import LeaseKeeper
 
+from jlse.records import CrawlTask
 from jlse.settings import Settings, SettingsError, apply_overrides
-from scheduler.records import CrawlTask
-from scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint
-from workers.lease_keeper import LeaseKeeper
 
 
 class FakeClock:
@@ -77,7 +77,7 @@ def test_worker_lease_seconds_below_five_is_refused():
 
 
 def test_task_start_shortens_only_a_live_lease(registry):
-    from scheduler.crawl_registry import config_sha1
+    from jlse.scheduler.crawl_registry import config_sha1
 
     settings = apply_overrides(Settings(), {"lease_seconds": 150.0}, source="test")
     registry.register("k3", {"crawl_id": "k3", "settings": settings.to_dict(),

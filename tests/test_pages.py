@@ -10,9 +10,8 @@ import os
 import threading
 
 import pytest
-
-from scheduler.store import PageRepository
-from scheduler.store import pages as pages_module
+from jlse.scheduler.store import PageRepository
+from jlse.scheduler.store import pages as pages_module
 
 
 @pytest.fixture()

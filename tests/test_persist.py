@@ -10,11 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from jlse.sandbox import build_web
-from jlse.topic import load_topic
-from models.page_stats import PageStats
-from models.persist import (
+from jlse.models.page_stats import PageStats
+from jlse.models.persist import (
     ARRAYS_FILE,
     FORMAT_VERSION,
     HEADER_FILE,
@@ -25,7 +22,10 @@ from models.persist import (
     read_model_header,
     save_topic_model,
 )
-from models.topic_model import TopicModel, TopicSamples
+from jlse.models.topic_model import TopicModel, TopicSamples
+
+from jlse.sandbox import build_web
+from jlse.topic import load_topic
 
 
 @pytest.fixture(scope="module")

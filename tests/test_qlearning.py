@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from models.qlearning import q_learning
+from jlse.models.qlearning import q_learning
 
 
 def graph(n: int, edges: list[tuple[int, int]], leaves: list[int]):
@@ -76,7 +75,7 @@ def test_tolerance_and_max_iter_stop_early(caplog: pytest.LogCaptureFixture) -> 
     chain = graph(6, [(i, i + 1) for i in range(5)], [5])
     exact, sweeps = q_learning(*chain, gamma=0.9)
     assert sweeps == 6
-    with caplog.at_level(logging.WARNING, logger="models.qlearning"):
+    with caplog.at_level(logging.WARNING, logger="jlse.models.qlearning"):
         partial, sweeps = q_learning(*chain, gamma=0.9, max_iter=2)
     assert sweeps == 2 and "not converged" in caplog.text
     np.testing.assert_allclose(partial, [0, 0, 0, 0.9, 1, 1])

@@ -15,10 +15,9 @@ import uuid
 import numpy as np
 import pytest
 import redis
-
-from learner.background import QTableHolder
-from learner.publish import RedisQTableSource, RedisQTableStore
-from models.qtable import QTable, build_qtable
+from jlse.learner.background import QTableHolder
+from jlse.learner.publish import RedisQTableSource, RedisQTableStore
+from jlse.models.qtable import QTable, build_qtable
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CLOSED_PORT_URL = "redis://127.0.0.1:1/0"
@@ -237,7 +236,7 @@ def test_source_keeps_the_old_table_on_a_corrupt_blob_and_warns_once(store, redi
     assert source().version == 1
     redis_client.set(store.blob_key(2), b"not an npz at all")
     redis_client.set(store.current_key, b"2")
-    with caplog.at_level(logging.WARNING, logger="learner.publish"):
+    with caplog.at_level(logging.WARNING, logger="jlse.learner.publish"):
         clock.advance(2.0)
         assert source().version == 1
         clock.advance(2.0)
@@ -256,7 +255,7 @@ def test_source_survives_an_unreachable_redis(caplog):
     clock = FakeClock()
     source = RedisQTableSource(RedisQTableStore(client, "jlse:test:unreachable:"),
                                holder=QTableHolder(previous), check_every=2.0, clock=clock)
-    with caplog.at_level(logging.WARNING, logger="learner.publish"):
+    with caplog.at_level(logging.WARNING, logger="jlse.learner.publish"):
         assert source() is previous
         clock.advance(2.0)
         assert source() is previous

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.dispatcher import Dispatcher
+from jlse.scheduler.frontier import Frontier, LocalFrontier
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
 
+from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.settings import Settings, apply_overrides
-from scheduler.crawl_registry import CrawlRegistry
-from scheduler.dispatcher import Dispatcher
-from scheduler.frontier import Frontier, LocalFrontier
-from scheduler.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
-from scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 REPO = Path(__file__).resolve().parents[1]
@@ -659,7 +659,7 @@ def test_finish_counts_only_with_the_live_lease(make_frontier, redis_client, clo
 
 
 def test_record_fetch_once_counts_a_page_once(pg_store_url):
-    from scheduler.store import open_store
+    from jlse.scheduler.store import open_store
 
     with open_store(pg_store_url) as store:
         (url_id, _), = store.add_links([NewLink("http://a.test/1", None, 0, "a")])
@@ -675,7 +675,7 @@ def test_record_fetch_once_counts_a_page_once(pg_store_url):
 
 
 def test_autocommit_calls_write_and_leave_transactions_as_they_were(pg_store_url):
-    from scheduler.store import open_store
+    from jlse.scheduler.store import open_store
 
     with open_store(pg_store_url) as store:
         with store.autocommit():

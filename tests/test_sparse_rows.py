@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
-from models import link_index
-from models.bm25 import FieldBM25, StackedFields, stacked_query_entries
-from models.link_index import LinkIndex, _TokenCache
-from models.sparse_rows import pair_products, top_per_row
+from jlse.models import link_index
+from jlse.models.bm25 import FieldBM25, StackedFields, stacked_query_entries
+from jlse.models.link_index import LinkIndex, _TokenCache
+from jlse.models.sparse_rows import pair_products, top_per_row
 
 
 def random_scores(seed: int, dtype: type = np.float32) -> sp.csr_matrix:

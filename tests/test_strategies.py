@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from jlse.settings import Settings
-from models.opic import CashSplit
-from models.strategies import (
+from jlse.models.opic import CashSplit
+from jlse.models.strategies import (
     AnchorTextAnalysis,
     BayesContext,
     KeywordCosine,
@@ -18,7 +16,9 @@ from models.strategies import (
     make_strategy,
     share_by_similarity,
 )
-from models.topic_model import TopicModel, TopicSamples
+from jlse.models.topic_model import TopicModel, TopicSamples
+
+from jlse.settings import Settings
 
 ANCHORS = ["phone review", "pasta recipe", "contact us"]
 URLS = ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
@@ -105,7 +105,7 @@ class FixedEvidence:
 
 
 def test_default_jlse_scales_joint_similarity_by_relevance_with_a_floor() -> None:
-    from models.strategies import LearnedTunnelling
+    from jlse.models.strategies import LearnedTunnelling
 
     jlse = LearnedTunnelling(FixedEvidence([0.9, 0.01, 0.2], [0.1, 0.8, 0.0]), tunnel_weight=0.1)
     relevant = jlse.score_links(0.7, 0, ANCHORS, URLS, CONTEXTS)

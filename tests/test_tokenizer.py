@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from models import tokenizer
-from models.tokenizer import (
+from jlse.models import tokenizer
+from jlse.models.tokenizer import (
     BATCH_MIN_CHARS,
     STOPWORDS,
     _BucketTable,

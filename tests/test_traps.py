@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 
+from jlse.scheduler.traps import TrapGuard
+from jlse.scheduler.urls import canonicalize
+
 from jlse.settings import Settings
-from scheduler.traps import TrapGuard
-from scheduler.urls import canonicalize
 
 
 def _guard(**overrides) -> TrapGuard:

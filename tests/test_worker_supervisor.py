@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from workers.supervisor import FIRST_BACKOFF, Supervisor
+from jlse.workers.supervisor import FIRST_BACKOFF, Supervisor
 
 REPO = Path(__file__).resolve().parent.parent
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -15,9 +15,8 @@ a task whose lease has ended (reaped and handed out again) is dropped by the wor
 from __future__ import annotations
 
 from celery import Celery
+from jlse.scheduler.crawl_registry import broker_url, key_prefix
 from kombu.transport import redis as kombu_redis
-
-from scheduler.crawl_registry import broker_url, key_prefix
 
 TASK_TIME_LIMIT = 120  # seconds; a fetch has its own deadline well below this
 VISIBILITY_TIMEOUT = 600  # above the time limit: a running task is never redelivered
@@ -55,7 +54,7 @@ def make_app() -> Celery:
     # so broker URLs keep their redis:// scheme for Celery's banner and Flower.
     if kombu_redis.Transport.Channel is kombu_redis.Channel:
         kombu_redis.Transport.Channel = _Channel
-    app = Celery("jlse", broker=broker_url(), include=["workers.tasks"])
+    app = Celery("jlse", broker=broker_url(), include=["jlse.workers.tasks"])
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -38,12 +38,11 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import cached_property
 from typing import Any
 
-from jlse.embedded import UNCOUNTED_OUTCOMES
-from learner.learner import Learner
-from learner.publish import RedisQTableSource, RedisQTableStore
-from models.persist import topic_model_from_bytes
-from models.strategies import make_strategy
-from scheduler.crawl_registry import (
+from jlse.learner.learner import Learner
+from jlse.learner.publish import RedisQTableSource, RedisQTableStore
+from jlse.models.persist import topic_model_from_bytes
+from jlse.models.strategies import make_strategy
+from jlse.scheduler.crawl_registry import (
     CrawlRegistry,
     RegistryError,
     TaskStart,
@@ -52,16 +51,18 @@ from scheduler.crawl_registry import (
     settings_from_config,
     worker_store_url,
 )
-from scheduler.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
-from scheduler.redis_frontier import LeasedTask, RedisFrontier
-from scheduler.robots import RobotsCache
-from scheduler.store import open_store
-from scheduler.store.base import StoreError
-from scheduler.store.pages import PageRepository
-from scheduler.traps import TrapGuard
-from scheduler.urls import host_of
-from workers.fetcher import Fetcher
-from workers.pipeline import PagePipeline, PageResult
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier
+from jlse.scheduler.robots import RobotsCache
+from jlse.scheduler.store import open_store
+from jlse.scheduler.store.base import StoreError
+from jlse.scheduler.store.pages import PageRepository
+from jlse.scheduler.traps import TrapGuard
+from jlse.scheduler.urls import host_of
+from jlse.workers.fetcher import Fetcher
+from jlse.workers.pipeline import PagePipeline, PageResult
+
+from jlse.embedded import UNCOUNTED_OUTCOMES
+from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class CrawlContext:
         if self.settings.strategy not in LEARNING_STRATEGIES:
             return
         if self.registry.claim_learning(self.crawl_id, targets, self.settings.cf):
-            from workers.celery_app import LEARN_QUEUE, app
+            from jlse.workers.celery_app import LEARN_QUEUE, app
 
             app.send_task("jlse.learn", args=[self.crawl_id], queue=LEARN_QUEUE)
             log.info("crawl %s: %d results, learning round sent", self.crawl_id, targets)
@@ -309,7 +310,7 @@ def preload() -> None:
     """Warm what every crawl needs, once per worker before Celery forks its pool: the modules
     imported here and jieba's dictionary with its array form (about 3 s of CPU that each
     prefork child would otherwise spend on its first task)."""
-    from models import tokenizer
+    from jlse.models import tokenizer
 
     tokenizer.prepare(["中文"])
 

@@ -23,9 +23,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import redis
-
-from scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
-from scheduler.redis_frontier import RedisFrontier
+from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
+from jlse.scheduler.redis_frontier import RedisFrontier
 
 log = logging.getLogger(__name__)
 

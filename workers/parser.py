@@ -15,11 +15,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+from jlse.models.page_stats import PageStats
+from jlse.scheduler.urls import canonicalize
 from lxml import etree
 
-from models.page_stats import PageStats
-from scheduler.records import Link
-from scheduler.urls import canonicalize
+from jlse.records import Link
 
 logger = logging.getLogger(__name__)
 

@@ -13,16 +13,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jlse.models.strategies import Strategy
+from jlse.models.topic_model import TopicModel
+from jlse.scheduler.robots import RobotsCache
+from jlse.scheduler.store.pages import PageRepository
+from jlse.scheduler.urls import canonicalize
+from jlse.workers.charset import decode_html
+from jlse.workers.fetcher import Fetcher, FetchResult
+from jlse.workers.parser import ParsedPage, parse_html
+
+from jlse.records import CrawlTask, FetchRecord, NewLink, Outcome
 from jlse.settings import Settings
-from models.strategies import Strategy
-from models.topic_model import TopicModel
-from scheduler.records import CrawlTask, FetchRecord, NewLink, Outcome
-from scheduler.robots import RobotsCache
-from scheduler.store.pages import PageRepository
-from scheduler.urls import canonicalize
-from workers.charset import decode_html
-from workers.fetcher import Fetcher, FetchResult
-from workers.parser import ParsedPage, parse_html
 
 log = logging.getLogger(__name__)
 

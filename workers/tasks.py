@@ -5,9 +5,8 @@ from __future__ import annotations
 import psycopg2
 import redis
 from celery import signals
-
-from scheduler.store.base import StoreError
-from workers.celery_app import app
+from jlse.scheduler.store.base import StoreError
+from jlse.workers.celery_app import app
 
 # Redis or PostgreSQL briefly unavailable: try again with exponential backoff (jittered).
 _RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
@@ -18,7 +17,7 @@ _RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
 @app.task(name="jlse.fetch", queue="fetch", **_RETRY)
 def fetch(crawl_id: str, task: dict) -> str:
     """Fetch, classify and store one leased URL of crawl ``crawl_id``; what became of it."""
-    from workers.distributed import process_task
+    from jlse.workers.distributed import process_task
 
     return process_task(crawl_id, task)
 
@@ -26,7 +25,7 @@ def fetch(crawl_id: str, task: dict) -> str:
 @app.task(name="jlse.learn", queue="learn", **_RETRY)
 def learn(crawl_id: str) -> int:
     """Learn a Q-table from the crawl database and publish it; the version (0 if none)."""
-    from workers.distributed import learn_qtable
+    from jlse.workers.distributed import learn_qtable
 
     return learn_qtable(crawl_id)
 
@@ -34,7 +33,7 @@ def learn(crawl_id: str) -> int:
 @signals.worker_init.connect
 def _preload(**_: object) -> None:
     """In the worker's main process, before the pool forks: the children share the result."""
-    from workers.distributed import preload
+    from jlse.workers.distributed import preload
 
     preload()
 
@@ -46,8 +45,8 @@ _keeper = None
 def _start_lease_keeper(**_: object) -> None:
     """In the worker's main process: renew the leases of the fetch tasks it holds."""
     global _keeper
-    from scheduler.crawl_registry import CrawlRegistry, connect
-    from workers.lease_keeper import LeaseKeeper
+    from jlse.scheduler.crawl_registry import CrawlRegistry, connect
+    from jlse.workers.lease_keeper import LeaseKeeper
 
     _keeper = LeaseKeeper(CrawlRegistry(connect()))
     _keeper.start()

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from scheduler.store.base import CrawlStats, CrawlStore, StoreError, redact_url
-from scheduler.store.pages import PageRepository
+from jlse.scheduler.store.base import CrawlStats, CrawlStore, StoreError, redact_url
+from jlse.scheduler.store.pages import PageRepository
 
 __all__ = ["CrawlStats", "CrawlStore", "PageRepository", "StoreError", "open_store"]
 
@@ -32,7 +32,7 @@ def open_store(url: str) -> CrawlStore:
 
 
 def _open_sqlite(url: str) -> CrawlStore:
-    from scheduler.store.sqlite import SqliteStore
+    from jlse.scheduler.store.sqlite import SqliteStore
 
     if not url.startswith(SQLITE_PREFIX) or len(url) == len(SQLITE_PREFIX):
         raise ValueError(f"SQLite URL needs a file path, like sqlite:///crawl.db: got {url!r}")
@@ -41,7 +41,7 @@ def _open_sqlite(url: str) -> CrawlStore:
 
 def _open_postgres(url: str) -> CrawlStore:
     try:
-        from scheduler.store.postgres import PostgresStore
+        from jlse.scheduler.store.postgres import PostgresStore
     except ImportError as exc:
         raise StoreError(
             f"PostgreSQL crawl databases need psycopg2 ({exc}): pip install 'jlse[distributed]'"

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from scheduler.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
+from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 
 
 class StoreError(RuntimeError):

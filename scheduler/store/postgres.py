@@ -10,17 +10,17 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg2
-from psycopg2.extras import execute_values
-
-from scheduler.records import FetchRecord, NewLink, Outcome
-from scheduler.store.base import StoreError, redact_url
-from scheduler.store.sql import (
+from jlse.scheduler.store.base import StoreError, redact_url
+from jlse.scheduler.store.sql import (
     LINK_INSERT_COLUMNS,
     STREAM_BATCH,
     SqlCrawlStore,
     clean_text,
     link_row,
 )
+from psycopg2.extras import execute_values
+
+from jlse.records import FetchRecord, NewLink, Outcome
 
 log = logging.getLogger(__name__)
 
