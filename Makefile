@@ -30,8 +30,16 @@ test-fast: install services
 bench: install
 	$(BIN)/python benchmarks/run_all.py
 
+# lint-imports reads the source tree, where jlse.models etc. live outside jlse/: it runs on a
+# tree of symlinks shaped like the installed package (see [tool.setuptools.package-dir]).
+IMPORT_TREE := $(VENV)/import-tree
+
 lint: install
 	$(BIN)/ruff check .
+	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/jlse
+	ln -s $(CURDIR)/jlse/* $(IMPORT_TREE)/jlse/
+	for d in models scheduler workers learner; do ln -s $(CURDIR)/$$d $(IMPORT_TREE)/jlse/$$d; done
+	cd $(IMPORT_TREE) && $(abspath $(BIN))/lint-imports --no-cache --no-logo $(CURDIR)/pyproject.toml
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

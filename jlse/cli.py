@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jlse.settings import STRATEGIES, SettingsError
+from jlse.settings import SettingsError
 
 log = logging.getLogger("jlse")
 
@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     crawl = sub.add_parser("crawl", help="crawl for a topic")
     crawl.add_argument("--topic", required=True, type=Path, help="topic directory")
     crawl.add_argument("--max-pages", type=int, help="page budget (robots.txt not counted)")
-    crawl.add_argument("--strategy", choices=STRATEGIES)
+    crawl.add_argument("--strategy", help="link strategy (default: auto); an unknown name "
+                       "lists the available ones")
     crawl.add_argument("--concurrency", type=int)
     crawl.add_argument("--store", help="crawl database URL (sqlite:///... or postgresql://...)")
     crawl.add_argument("--frontier", help="redis://... frontier (distributed mode)")
@@ -290,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
     demo.add_argument("--topic", default="phones")
     demo.add_argument("--max-pages", type=int, default=500)
-    demo.add_argument("--strategy", choices=STRATEGIES, default="jlse")
+    demo.add_argument("--strategy", default="jlse", help="link strategy")
     demo.add_argument("--workdir", default="runs/demo")
     demo.set_defaults(func=cmd_demo)
     _add_cluster_parsers(sub)

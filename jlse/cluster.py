@@ -20,12 +20,11 @@ from typing import Any
 import redis
 from tqdm import tqdm
 
-from jlse.embedded import UNCOUNTED_OUTCOMES
 from jlse.learner.publish import RedisQTableStore
 from jlse.models.persist import topic_model_to_bytes
-from jlse.models.strategies import make_strategy
+from jlse.models.strategy_catalog import make_strategy, strategy_class
 from jlse.progress import CrawlSummary
-from jlse.records import CrawlTask, NewLink
+from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, NewLink
 from jlse.run import CrawlSetupError
 from jlse.scheduler.crawl_registry import (
     CrawlRegistry,
@@ -53,12 +52,7 @@ def use_redis(url: str | None) -> None:
 
 
 def frontier_of(registry: CrawlRegistry, crawl_id: str, settings: Settings) -> RedisFrontier:
-    return RedisFrontier(registry.client, registry.frontier_prefix(crawl_id),
-                         max_size=settings.frontier_size, lease_seconds=settings.lease_seconds,
-                         default_delay=settings.politeness_delay)
-
-
-EMBEDDED_ONLY_STRATEGIES = frozenset({"cfc"})
+    return registry.frontier(crawl_id, settings)
 
 
 # --- registering a crawl -------------------------------------------------------------------
@@ -68,9 +62,13 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
     """Register (or with ``resume`` re-register) a crawl and queue its seeds; its id."""
     topic = load_topic(topic_dir, overrides)
     settings = topic.settings
-    if settings.strategy in EMBEDDED_ONLY_STRATEGIES:
+    strategy = strategy_class(settings.strategy)
+    if strategy is not None and strategy.embedded_only:
         raise CrawlSetupError(f"strategy {settings.strategy!r} runs in the embedded crawl only "
-                              "(without --frontier): its layer model lives in the crawl process")
+                              "(without --frontier): its state lives in the crawl process")
+    if settings.host_concurrency > 1:
+        raise CrawlSetupError("host_concurrency: a cluster sends one request per host at a "
+                              "time (the Redis frontier's politeness); use the embedded crawl")
     crawl_id = check_crawl_id(crawl_id or topic.name)
     registry = CrawlRegistry(connect(frontier_url))
     _check_not_running(registry, crawl_id, resume)

@@ -32,7 +32,11 @@ from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
-from jlse.embedded import UNCOUNTED_OUTCOMES
+from jlse.models.strategy_catalog import available_strategies
+from jlse.plots import plot_report
+from jlse.records import UNCOUNTED_OUTCOMES
+from jlse.run import run_crawl
+from jlse.sandbox import build_web
 from jlse.scheduler.urls import canonicalize
 
 log = logging.getLogger(__name__)
@@ -248,8 +252,6 @@ class EvalReport:
 def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[str, Any],
                       workdir: Path, truth: GroundTruth,
                       checkpoints: Sequence[int]) -> StrategyResult:
-    from jlse.run import run_crawl
-
     log.info("eval: crawling %s with %s", topic, label)
     try:
         summary = run_crawl(topic_dir, overrides, workdir=workdir, fresh=True, progress=False)
@@ -306,8 +308,6 @@ def sandbox_process(seed: int):
 
 def _prepare_sandbox(topics: Sequence[str], seed: int, out_dir: Path,
                      ) -> tuple[Path, dict[str, Path]]:
-    from jlse.sandbox import build_web
-
     web = build_web(seed=seed)
     unknown = [topic for topic in topics if topic not in web.topics]
     if unknown:
@@ -319,13 +319,12 @@ def _prepare_sandbox(topics: Sequence[str], seed: int, out_dir: Path,
 
 def _check_inputs(topics: Sequence[str], strategies: Sequence[str], budget: int,
                   checkpoints: Sequence[int]) -> None:
-    from jlse.settings import STRATEGIES
-
     if not topics or not strategies:
         raise EvalError("give at least one topic and one strategy")
-    unknown = [s for s in strategies if s not in STRATEGIES]
+    unknown = [s for s in strategies if s not in available_strategies()]
     if unknown:
-        raise EvalError(f"unknown strategy {unknown}; choose from {', '.join(STRATEGIES)}")
+        raise EvalError(f"unknown strategy {unknown}; "
+                        f"choose from {', '.join(available_strategies())}")
     if budget < 1 or any(n < 1 for n in checkpoints):
         raise EvalError("budget and checkpoints must be at least 1")
 
@@ -346,8 +345,6 @@ def run_eval(
     """Crawl each topic with each strategy and write report.md, report.json and the plots.
 
     ``overrides`` are settings applied to every crawl (after the sandbox's own)."""
-    from jlse.plots import plot_report
-
     checkpoints = sorted({n for n in checkpoints if n <= budget} or {budget})
     _check_inputs(topics, strategies, budget, checkpoints)
     out_dir = Path(out_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import matplotlib
 
@@ -17,16 +17,31 @@ matplotlib.use("Agg")  # before pyplot: render to files only
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-if TYPE_CHECKING:
-    from jlse.eval import EvalReport, StrategyResult
-
 log = logging.getLogger(__name__)
 
 FIGURE_SIZE = (7.0, 4.5)  # inches
 DPI = 110
 
 
-def plot_curves(results: Sequence[StrategyResult], metric: str, title: str,
+# What the plots read of jlse.eval's StrategyResult and EvalReport (eval imports this module).
+class Curves(Protocol):
+    topic: str
+    strategy: str
+    harvest: list[float]
+    recall: list[float]
+
+
+class Report(Protocol):
+    @property
+    def results(self) -> Sequence[Curves]: ...
+
+    @property
+    def sweep(self) -> Sequence[Curves]: ...
+
+    def topics(self) -> list[str]: ...
+
+
+def plot_curves(results: Sequence[Curves], metric: str, title: str,
                 out_path: Path) -> Path:
     """One line per result of ``metric`` ("harvest" or "recall") against pages crawled."""
     figure, axes = plt.subplots(figsize=FIGURE_SIZE)
@@ -48,7 +63,7 @@ def plot_curves(results: Sequence[StrategyResult], metric: str, title: str,
     return out_path
 
 
-def plot_report(report: EvalReport, out_dir: Path) -> list[Path]:
+def plot_report(report: Report, out_dir: Path) -> list[Path]:
     """Every figure of a report, written to ``out_dir``; a failed plot is logged, not raised."""
     jobs = []
     for topic in report.topics():

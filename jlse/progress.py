@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tqdm import tqdm
-
-
-class Counters(Protocol):
-    fetched: int
-    relevant: int
-    targets: int
 
 
 class CrawlProgress:
@@ -26,15 +21,17 @@ class CrawlProgress:
                          dynamic_ncols=True, smoothing=0.1)
         self._last_postfix = 0.0
 
-    def update(self, counters: Counters, frontier_size: int, counted: bool = True) -> None:
+    def update(self, counters: Mapping[str, int], frontier_size: int,
+               counted: bool = True) -> None:
         if counted:
             self._bar.update(1)
         now = time.monotonic()
         if now - self._last_postfix < 0.25:
             return
         self._last_postfix = now
-        harvest = counters.relevant / counters.fetched if counters.fetched else 0.0
-        self._bar.set_postfix(relevant=counters.relevant, harvest=f"{harvest:.2f}",
+        fetched, relevant = counters.get("fetched", 0), counters.get("relevant", 0)
+        harvest = relevant / fetched if fetched else 0.0
+        self._bar.set_postfix(relevant=relevant, harvest=f"{harvest:.2f}",
                               frontier=frontier_size, refresh=False)
 
     def close(self) -> None:
@@ -54,6 +51,7 @@ class CrawlSummary:
     cpu_ms_per_page: dict[str, float] = field(default_factory=dict)
     classified: bool = True
     qtable_version: int = 0  # the learner's last Q-table (jlse strategies)
+    unfinished: int = 0  # pages in flight when the crawl ended: still queued (--resume)
 
     @property
     def harvest_rate(self) -> float:
@@ -81,6 +79,9 @@ class CrawlSummary:
         else:
             lines.append("  relevance       not judged (the topic has no samples or keywords)")
         lines.append(f"  frontier left   {self.frontier_left}")
+        if self.unfinished:
+            lines.append(f"  unfinished      {self.unfinished}  (in flight at the end; still "
+                         "queued: --resume fetches them)")
         if self.outcomes:
             parts = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items(), key=lambda kv: -kv[1]))
             lines.append(f"  outcomes        {parts}")

@@ -40,6 +40,13 @@ class Outcome(str, Enum):
     ERROR = "error"  # anything unexpected; logged with a traceback, crawl goes on
 
 
+# Outcomes where no page request reached the host: they do not count against the page budget.
+UNCOUNTED_OUTCOMES = frozenset({
+    Outcome.ROBOTS_DISALLOWED, Outcome.ROBOTS_UNAVAILABLE, Outcome.TRAP, Outcome.OUT_OF_SCOPE,
+    Outcome.ADDRESS_REFUSED, Outcome.INVALID_URL,
+})
+
+
 @dataclass
 class Link:
     """One out-link found on a page: the JLSE link triple plus the URL it points to."""

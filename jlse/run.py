@@ -14,22 +14,16 @@ from jlse.learner.background import BackgroundLearner, QTableHolder
 from jlse.learner.context_graph import ContextGraphLearner
 from jlse.models.context_graph import ContextGraphStrategy
 from jlse.models.qtable import QTable
-from jlse.models.strategies import make_strategy
+from jlse.models.strategies import Strategy
+from jlse.models.strategy_catalog import make_strategy
 from jlse.progress import CrawlProgress, CrawlSummary
-from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import CrawlStore
-from jlse.scheduler.store.pages import PageRepository
-from jlse.scheduler.traps import TrapGuard
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
-from jlse.workers.fetcher import Fetcher
-from jlse.workers.pipeline import PagePipeline
+from jlse.workers.engine import CPU_STAGES, build_engine, cpu_counter, local_backends
 
 log = logging.getLogger(__name__)
-
-
-LEARNING_STRATEGIES = frozenset({"jlse", "jlse-paper", "jlse-product"})
 
 
 class CrawlSetupError(RuntimeError):
@@ -65,21 +59,21 @@ def run_crawl(
     try:
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings)
-        crawler, fetcher = _build_crawler(settings, store, strategy, model, workdir, progress)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
+        crawler = _build_crawler(settings, store, strategy, model, workdir, progress, learner,
+                                 resuming)
         if learner is not None:
-            crawler.on_results = learner.notify
             learner.start()
         if resuming:
             crawler.restore()
             if learner is not None:  # results found before the restart count towards cf
-                learner.notify(crawler.counters.targets)
+                learner.notify(crawler.counters.get("targets", 0))
         crawler.add_seeds(topic.seeds, strategy.seed_priority())
         started = time.monotonic()
         reason = crawler.run()
         elapsed = time.monotonic() - started
         crawler.progress.close()
-        fetcher.close()
+        crawler.engine.close()
         summary = _summarise(crawler, store, settings, reason, elapsed, store_url, model is not None)
         summary.qtable_version = holder.version
         (workdir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
@@ -92,22 +86,20 @@ def run_crawl(
         log_handler.close()
 
 
-def _build_crawler(settings: Settings, store: CrawlStore, strategy, model, workdir: Path,
-                   progress: bool | None) -> tuple[EmbeddedCrawler, Fetcher]:
-    fetcher = Fetcher(settings)
-    traps = TrapGuard(settings)
-    robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
-    pages = PageRepository(workdir / "pages") if settings.store_pages else None
-    pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
-                            traps.child_pattern_run, pages)
+def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, model,
+                   workdir: Path, progress: bool | None, learner: BackgroundLearner | None,
+                   resuming: bool) -> EmbeddedCrawler:
+    frontier, ledger = local_backends(settings, store if resuming else None)
+    engine = build_engine(settings, store, frontier, ledger, strategy, model, workdir / "pages",
+                          on_targets=None if learner is None else learner.notify)
     bar = CrawlProgress(settings.max_pages, enabled=progress)
-    return EmbeddedCrawler(settings, store, pipeline, traps, bar), fetcher
+    return EmbeddedCrawler(settings, engine, bar)
 
 
 def _background_learner(settings: Settings, strategy, store_url: str, holder: QTableHolder,
                         workdir: Path) -> BackgroundLearner | None:
     """The learner thread of a learning strategy: JLSE's Q-tables, or cfc's layer model."""
-    if settings.strategy in LEARNING_STRATEGIES:
+    if strategy.learns == "qtable":
         return BackgroundLearner(settings, store_url, holder, workdir / "qtables")
     if isinstance(strategy, ContextGraphStrategy):
         return BackgroundLearner(settings, store_url, strategy.layer_model,
@@ -162,14 +154,14 @@ def _summarise(crawler: EmbeddedCrawler, store: CrawlStore, settings: Settings, 
                elapsed: float, store_url: str, classified: bool) -> CrawlSummary:
     c = crawler.counters
     stats = store.stats(settings.relevance_threshold)
-    per_page = max(c.fetched, 1)
-    cpu = {"fetch": c.cpu_fetch, "parse": c.cpu_parse, "classify": c.cpu_classify,
-           "store": c.cpu_store}
+    per_page = max(c.get("fetched", 0), 1)
+    cpu = {stage: c.get(cpu_counter(stage), 0) / 1e6 for stage in CPU_STAGES}
     return CrawlSummary(
-        reason=reason, fetched=c.fetched, relevant=c.relevant, targets=c.targets,
-        elapsed=elapsed, frontier_left=len(crawler.frontier), store_url=_safe_url(store_url),
-        outcomes=stats.outcomes, classified=classified,
+        reason=reason, fetched=c.get("fetched", 0), relevant=c.get("relevant", 0),
+        targets=c.get("targets", 0), elapsed=elapsed, frontier_left=len(crawler.frontier),
+        store_url=_safe_url(store_url), outcomes=stats.outcomes, classified=classified,
         cpu_ms_per_page={k: 1000 * v / per_page for k, v in cpu.items()},
+        unfinished=crawler.unfinished,
     )
 
 

@@ -20,9 +20,6 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
-STRATEGIES = ("auto", "bfs", "best-first", "ata", "jlse", "jlse-paper", "jlse-product", "opic", "bayes",
-              "vsm", "cfc")
-
 
 class SettingsError(ValueError):
     """A setting is unknown, has the wrong type or an impossible value."""
@@ -34,6 +31,9 @@ class Settings:
     strategy: str = "auto"  # jlse when the topic has samples or keywords, else bfs
     max_pages: int = 1000  # fetched pages, robots.txt fetches not counted
     concurrency: int = 16  # fetch threads (embedded) / in-flight tasks (distributed)
+    # embedded: a page in flight this long holds no budget or concurrency slot (another starts
+    # in its place); when the budget is written, such pages are left queued for --resume
+    straggler_seconds: float = 2.0
     expand_targets: bool = False  # paper: target (detail) pages are not expanded
     hard_focus: bool = True  # focused strategies: irrelevant pages are not expanded
     relevance_threshold: float = 0.5  # P(relevant|page) at or above this is relevant
@@ -103,17 +103,13 @@ class Settings:
 
     def validate(self) -> Settings:
         """Check values that have the right type but an impossible value."""
-        if self.strategy not in STRATEGIES:
-            raise SettingsError(
-                f"strategy: unknown strategy {self.strategy!r}; choose one of {', '.join(STRATEGIES)}"
-            )
         for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
                     "frontier_size", "max_url_length", "robots_cache_size", "cf",
                     "domain_diversity", "max_pages_per_host", "low_priority_slots",
                     "host_concurrency", "cfc_layers", "cfc_page_log"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
-        for key in ("connect_timeout", "read_timeout", "fetch_deadline"):
+        for key in ("connect_timeout", "read_timeout", "fetch_deadline", "straggler_seconds"):
             if getattr(self, key) <= 0:
                 raise SettingsError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("politeness_delay", "max_crawl_delay", "retry_backoff", "max_retries",

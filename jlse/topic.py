@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jlse.models.persist import HEADER_FILE, load_topic_model
+from jlse.models.strategy_catalog import available_strategies
 from jlse.models.topic_model import TopicModel, TopicSamples
 from jlse.scheduler.urls import canonicalize
 from jlse.settings import Settings, SettingsError, load_settings
@@ -54,6 +55,9 @@ def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None) ->
         raise TopicError(f"{path}: topic directory not found")
     try:
         settings = load_settings(path / "topic.toml", cli_overrides)
+        if settings.strategy not in available_strategies():
+            raise SettingsError(f"strategy: unknown strategy {settings.strategy!r}; choose one "
+                                f"of {', '.join(available_strategies())}")
     except SettingsError as exc:
         raise TopicError(str(exc)) from None
     seeds = read_seeds(path / "seeds.txt")

@@ -20,7 +20,6 @@ from jlse.models.holder import ModelHolder
 from jlse.models.qtable import QTable
 from jlse.scheduler.store import CrawlStore, StoreError, open_store
 from jlse.scheduler.store.base import redact_url
-
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ import time
 from typing import Any
 
 import numpy as np
-from jlse.models.context_graph import LayerModel, PageLog, context_layers
 
+from jlse.models.context_graph import LayerModel, PageLog, context_layers
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)

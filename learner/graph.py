@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+
 from jlse.scheduler.store.base import LearningGraphRows
 
 log = logging.getLogger(__name__)

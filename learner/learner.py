@@ -8,7 +8,6 @@ import time
 from jlse.learner.graph import build_link_graph
 from jlse.models.qtable import QTable, build_qtable
 from jlse.scheduler.store import CrawlStore
-
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 
 import redis
+
 from jlse.learner.background import QTableHolder
 from jlse.models.qtable import QTable
 

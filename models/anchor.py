@@ -16,10 +16,11 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jlse.models.link_tokens import TEXT_CHARS, anchor_tokens
-from jlse.models.naive_bayes import NaiveBayesTextClassifier
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
+
+from jlse.models.link_tokens import TEXT_CHARS, anchor_tokens
+from jlse.models.naive_bayes import NaiveBayesTextClassifier
 
 if TYPE_CHECKING:
     from typing import Self

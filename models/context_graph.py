@@ -25,14 +25,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from jlse.models.holder import ModelHolder
-from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
-from jlse.models.strategies import Strategy
-from jlse.models.tokenizer import tokenize
 from scipy.sparse import csr_matrix, vstack
 from scipy.special import softmax
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.naive_bayes import MultinomialNB
+
+from jlse.models.holder import ModelHolder
+from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
+from jlse.models.strategies import Strategy
+from jlse.models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self
@@ -185,6 +186,8 @@ class ContextGraphStrategy(Strategy):
     """
 
     name = "cfc"
+    learns = "pages"
+    embedded_only = True
     focused = False
 
     def __init__(self, layer_model: ModelHolder, page_log: PageLog, n_layers: int = 3,

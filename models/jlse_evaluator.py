@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
 from jlse.models.qtable import QTable
 
 logger = logging.getLogger(__name__)

@@ -38,12 +38,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, binary_labels, text_sample
-from jlse.models.tokenizer import tokenize
 from scipy.sparse import csr_matrix
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
+
+from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, binary_labels, text_sample
+from jlse.models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+
 from jlse.models.bm25 import FieldBM25, StackedFields
 from jlse.models.link_tokens import (  # noqa: F401  (url_tokens and the caches are re-exported)
     COMMON_URL_TOKENS,

@@ -21,12 +21,13 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jlse.models.tokenizer import tokenize
 from scipy.sparse import csr_matrix
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.naive_bayes import MultinomialNB
+
+from jlse.models.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from typing import Self

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
 from jlse.models.strategies import Strategy
 
 DEFAULT_RELEVANCE_WEIGHT = 1.0  # w; overridden by the ``opic_relevance_weight`` setting

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from jlse.models.topic_model import TopicModel
 
 logger = logging.getLogger(__name__)

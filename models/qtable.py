@@ -24,10 +24,11 @@ from typing import IO, Any
 import numpy as np
 import scipy
 import scipy.sparse as sp
+from numpy.lib.npyio import NpzFile
+
 from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25
 from jlse.models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE, FIELDS, LinkIndex
 from jlse.models.qlearning import q_learning
-from numpy.lib.npyio import NpzFile
 
 logger = logging.getLogger(__name__)
 

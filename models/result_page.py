@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from jlse.models.naive_bayes import binary_labels
-from jlse.models.page_stats import PageStats
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
+
+from jlse.models.naive_bayes import binary_labels
+from jlse.models.page_stats import PageStats
 
 if TYPE_CHECKING:
     from typing import Self

@@ -3,7 +3,7 @@
 A strategy is a small, pure component the pipeline calls once per page. It sees the page's
 relevance and its out-links' link triples (anchor, URL, context) and returns one priority per
 link; it also says whether a page is expanded at all (hard focus). Strategies are picked by name
-with ``make_strategy`` (``--strategy``) and all run through the same pipeline. They hold no
+with ``jlse.models.strategy_catalog.make_strategy`` (``--strategy``) and all run through the same pipeline. They hold no
 mutable state, so one instance serves every worker thread; the exception is ``cfc``, whose page
 log and layer model are thread-safe (a lock, an atomic swap).
 
@@ -27,16 +27,11 @@ import math
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
+
 from jlse.models.tokenizer import tokenize
-
-if TYPE_CHECKING:
-    from jlse.models.qtable import QTable
-    from jlse.models.topic_model import TopicModel
-
-    from jlse.settings import Settings
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
 
@@ -46,6 +41,11 @@ VSM_LINK_TEXT_SHARE = 0.5  # vsm: priority = relevance * (1 - share + share * co
 class Strategy(ABC):
     name: str = ""
     focused: bool = True  # hard focus: irrelevant pages are not expanded
+    # What the crawl must run beside the strategy: None, "qtable" (the learner builds Q-tables
+    # from the crawl database and publishes them: embedded thread or Celery task) or "pages"
+    # (it learns from the pages it sees, in the crawl process).
+    learns: ClassVar[str | None] = None
+    embedded_only: ClassVar[bool] = False  # cannot run on a cluster (state in one process)
 
     def __init__(self, relevance_threshold: float = 0.5, expand_targets: bool = False,
                  hard_focus: bool = True) -> None:
@@ -152,6 +152,7 @@ class JointLinkSimilarity(Strategy):
 
     name = "jlse-paper"
     product = False
+    learns = "qtable"
 
     def __init__(self, evaluator: Any, **base: Any) -> None:
         super().__init__(**base)
@@ -258,107 +259,3 @@ class KeywordVSM(Strategy):
         cosines = self.cosine.cosines(link_texts(anchors, contexts))
         share = VSM_LINK_TEXT_SHARE
         return _relevance_or_one(page_relevance) * ((1.0 - share) + share * cosines)
-
-
-# --- choosing a strategy by name ---
-
-class UnknownStrategy(ValueError):
-    pass
-
-
-class StrategyError(ValueError):
-    """The strategy cannot run with this topic (e.g. it needs a topic model or keywords)."""
-
-
-QTableSource = Callable[[], "QTable | None"]
-_Builder = Callable[["Settings", "TopicModel | None", QTableSource, dict[str, Any]], Strategy]
-
-
-def _require_model(name: str, model: TopicModel | None) -> TopicModel:
-    if model is None:
-        raise StrategyError(f"strategy {name!r} needs a topic model: give the topic sample "
-                            "pages, labelled anchors or keywords")
-    return model
-
-
-def _build_ata(settings, model, qtable, base) -> Strategy:
-    return AnchorTextAnalysis(_require_model("ata", model).anchor_similarity, **base)
-
-
-def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
-    def build(settings, model, qtable, base) -> Strategy:
-        from jlse.models.jlse_evaluator import JLSEEvaluator
-
-        anchor_similarity = _require_model(cls.name, model).anchor_similarity
-        evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
-        if cls is LearnedTunnelling:
-            return cls(evaluator, tunnel_weight=settings.tunnel_weight, **base)
-        return cls(evaluator, **base)
-
-    return build
-
-
-def _build_opic(settings, model, qtable, base) -> Strategy:
-    from jlse.models.opic import CashSplit
-
-    weight = settings.opic_relevance_weight
-    anchor_similarity = None if model is None else model.anchor_similarity
-    return CashSplit(anchor_similarity, relevance_weight=weight, **base)
-
-
-def _build_bayes(settings, model, qtable, base) -> Strategy:
-    return BayesContext(_require_model("bayes", model).context_relevance, **base)
-
-
-def _build_cfc(settings, model, qtable, base) -> Strategy:
-    from jlse.models.context_graph import ContextGraphStrategy, PageLog
-    from jlse.models.holder import ModelHolder
-
-    _require_model("cfc", model)
-    return ContextGraphStrategy(ModelHolder(), PageLog(settings.cfc_page_log),
-                                n_layers=settings.cfc_layers, **base)
-
-
-def _build_vsm(settings, model, qtable, base) -> Strategy:
-    if not any(tokenize(keyword) for keyword in settings.keywords):
-        raise StrategyError("strategy 'vsm' needs topic keywords (keywords = [...] in topic.toml)")
-    return KeywordVSM(settings.keywords, **base)
-
-
-_BUILDERS: dict[str, _Builder] = {
-    "bfs": lambda settings, model, qtable, base: BreadthFirst(**base),
-    "best-first": lambda settings, model, qtable, base: BestFirst(**base),
-    "ata": _build_ata,
-    "jlse": _build_jlse(LearnedTunnelling),
-    "jlse-paper": _build_jlse(JointLinkSimilarity),
-    "jlse-product": _build_jlse(JointLinkSimilarityProduct),
-    "opic": _build_opic,
-    "bayes": _build_bayes,
-    "vsm": _build_vsm,
-    "cfc": _build_cfc,
-}
-
-
-def available_strategies() -> list[str]:
-    return sorted([*_BUILDERS, "auto"])
-
-
-def make_strategy(name: str, settings: Settings, model: TopicModel | None = None,
-                  qtable: Callable[[], QTable | None] = lambda: None) -> Strategy:
-    """The strategy ``name`` for a crawl with ``settings``, its topic model and Q-table source.
-
-    ``qtable`` returns the current Q-table (None before the learner first ran); only the
-    ``jlse`` strategies read it. Raises ``UnknownStrategy`` or ``StrategyError`` (ValueErrors).
-    """
-    if name == "auto":  # as jlse.topic resolves it: focused when there is a topic model
-        name = "bfs" if model is None else "jlse"
-    try:
-        build = _BUILDERS[name]
-    except KeyError:
-        raise UnknownStrategy(
-            f"strategy {name!r} is not available in this version; available: "
-            f"{', '.join(available_strategies())}"
-        ) from None
-    base = {"relevance_threshold": settings.relevance_threshold,
-            "expand_targets": settings.expand_targets, "hard_focus": settings.hard_focus}
-    return build(settings, model, qtable, base)

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from sklearn.model_selection import StratifiedKFold, cross_val_score
+
 from jlse.models.anchor import AnchorSimilarity
 from jlse.models.kde_nb import KDENaiveBayes
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, NaiveBayesTextClassifier, text_sample
@@ -39,7 +41,6 @@ from jlse.models.page_stats import PageStats
 from jlse.models.result_page import ResultPageClassifier, TargetRule
 from jlse.models.tokenizer import tokenize
 from jlse.models.vsm import PositionVSM
-from sklearn.model_selection import StratifiedKFold, cross_val_score
 
 if TYPE_CHECKING:
     from typing import Self

@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
 from jlse.models.tokenizer import tokenize
-from sklearn.base import BaseEstimator, ClassifierMixin
 
 if TYPE_CHECKING:
     from typing import Self

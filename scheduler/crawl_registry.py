@@ -26,16 +26,18 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import redis
-from jlse.scheduler import redis_scripts
-from jlse.scheduler.redis_frontier import fingerprint
-from jlse.scheduler.urls import host_of
 
 from jlse.records import CrawlTask
+from jlse.scheduler import redis_scripts
+from jlse.scheduler.ledger import HostLedger
+from jlse.scheduler.redis_frontier import RedisFrontier, fingerprint
+from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -153,6 +155,18 @@ class CrawlRegistry:
 
     def qtable_prefix(self, crawl_id: str) -> str:
         return self.prefix(crawl_id) + "qtable:"
+
+    def frontier(self, crawl_id: str, settings: Settings | None = None) -> RedisFrontier:
+        """The crawl's frontier (the only place one is built); without ``settings``, for
+        operations that need no limits (leases, stats)."""
+        settings = settings or Settings()
+        return RedisFrontier(self.client, self.frontier_prefix(crawl_id),
+                             max_size=settings.frontier_size,
+                             lease_seconds=settings.lease_seconds,
+                             default_delay=settings.politeness_delay,
+                             diversity=settings.domain_diversity,
+                             slack=settings.priority_slack,
+                             counters_key=self.prefix(crawl_id) + "counters")
 
     # -- registration ---------------------------------------------------------------------
 
@@ -274,7 +288,8 @@ class CrawlRegistry:
             pipe.hincrby(key, fetched.lower(), 1)
         if hosts:
             pipe.hmget(key, hosts)
-        values = pipe.execute()[-1] if hosts else []
+        replies = pipe.execute()  # also when only counting: a page without links counts too
+        values = replies[-1] if hosts else []
         return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
 
     def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask,
@@ -321,3 +336,18 @@ class CrawlRegistry:
 
 def _glob_escape(text: str) -> str:
     return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+class RedisHostLedger(HostLedger):
+    def __init__(self, registry: CrawlRegistry, crawl_id: str) -> None:
+        self.registry = registry
+        self.crawl_id = crawl_id
+
+    def fetch_counts(self, fetched_host: str | None, hosts: Sequence[str]) -> dict[str, int]:
+        return self.registry.fetch_counts(self.crawl_id, fetched_host, list(hosts))
+
+    def robots_failures(self, host: str) -> int:
+        return self.registry.robots_failures(self.crawl_id, host)
+
+    def note_robots_failure(self, host: str) -> int:
+        return self.registry.note_robots_failure(self.crawl_id, host)

@@ -19,9 +19,11 @@ URL), then pop and send while fewer than ``max_outstanding`` are in flight and t
 (``max_pages - fetched - in flight``) is not spent. A crawl is done when ``fetched`` reached
 ``max_pages`` or the frontier is empty with nothing in flight. The round's Redis side (checks,
 reap, counters, pops) is one Lua script (``redis_scripts.DISPATCH``), so it costs one round
-trip. Between rounds the dispatcher blocks on the crawls' ``wake`` lists (BLPOP), which every
-ack and release fills: it wakes as soon as a host or a slot is free rather than polling, and
-otherwise when a sleeping host's delay ends, a lease may have expired, or ``IDLE_SLEEP`` passed.
+trip. Its pops are ``RedisFrontier.pop``'s: politeness and the soft domain diversity rule
+(``domain_diversity``, ``priority_slack``) included. Between rounds the dispatcher blocks on the
+crawls' ``wake`` lists (BLPOP), which every ack and release fills: it wakes as soon as a host or
+a slot is free rather than polling, and otherwise when a sleeping host's delay ends, a lease may
+have expired, or ``IDLE_SLEEP`` passed.
 
 Restart-safe: the dispatcher holds no state of its own. Leases, counters and the frontier are
 in Redis, results in PostgreSQL; a restarted dispatcher simply carries on (leases handed out by
@@ -38,10 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
+
 from jlse.scheduler import redis_scripts
 from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
-
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -183,7 +185,8 @@ class Dispatcher:
                 crawl.max_outstanding, repr(float(settings.priority_slack)),
                 settings.low_priority_slots, REAP_BATCH if reap else 0,
                 repr(frontier.default_delay), frontier.max_size, self.registry.root + "crawls",
-                crawl_id, repr(float(settings.politeness_delay))]
+                crawl_id, repr(float(settings.politeness_delay)), frontier.diversity,
+                repr(float(frontier.slack))]
         reply = self._script(args=args)
         if reply[0] == -1:
             return _INACTIVE
@@ -238,10 +241,7 @@ class Dispatcher:
             settings = settings_from_config(json.loads(raw))
         except ValueError as exc:
             raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
-        frontier = RedisFrontier(
-            self.registry.client, self.registry.frontier_prefix(crawl_id),
-            max_size=settings.frontier_size, lease_seconds=settings.lease_seconds,
-            default_delay=settings.politeness_delay)
+        frontier = self.registry.frontier(crawl_id, settings)
         outstanding = settings.max_outstanding or 2 * settings.concurrency
         return _Crawl(hashlib.sha1(raw).hexdigest(), settings, frontier, outstanding)
 

@@ -11,7 +11,11 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
 - Politeness across all machines: a popped host leaves ``ready`` and is ``busy`` (one request in
   flight per host) until its lease ends; then it sleeps in ``sleep`` (scored by ready time) for
   ``max(delay, default_delay)`` and every pop promotes the sleepers whose time has come. A hot
-  host therefore holds at most one worker; the others take the next ready hosts.
+  host therefore holds at most one worker; the others take the next ready hosts. (There is no
+  ``host_concurrency``: more than one request per host is ``LocalFrontier``'s alone.)
+- Domain diversity (soft, ``LocalFrontier``'s rule): a pop prefers a ready host not among the
+  last ``diversity - 1`` popped (``recent``, shared by every machine) if its best URL has at
+  least ``slack`` x the best ready priority; it examines at most ``diversity`` hosts.
 - Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
   lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
   loses no URL); ``release`` puts a URL back on purpose (e.g. robots.txt unavailable);
@@ -57,6 +61,8 @@ P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits)
 P + "seen_count"      string  number of fingerprints in the seen sets
 P + "wake"            list    at most one token: a lease ended since the dispatcher's last round
 P + "low_next"        string  time before which the dispatcher sends no "low" URL
+P + "recent"          list    the last ``diversity - 1`` hosts popped, newest first
+P + "recent_count"    hash    host -> its entries in ``recent`` (O(1) membership)
 ====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
@@ -76,12 +82,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import redis
-from jlse.scheduler import redis_scripts
-from jlse.scheduler.frontier import Frontier, HostReady
-from jlse.scheduler.store.base import CrawlStore
-from jlse.scheduler.urls import host_of
 
 from jlse.records import CrawlTask, LinkStatus
+from jlse.scheduler import redis_scripts
+from jlse.scheduler.frontier import Frontier
+from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +143,9 @@ class RedisFrontier(Frontier):
         max_size: int = 1_000_000,
         lease_seconds: float = 300.0,
         default_delay: float = 0.0,
+        diversity: int = 100,
+        slack: float = 0.5,
+        counters_key: str = "",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -144,6 +153,9 @@ class RedisFrontier(Frontier):
         self.max_size = max_size
         self.lease_seconds = lease_seconds
         self.default_delay = default_delay
+        self.diversity = diversity  # domain diversity's k (1: off), as ``LocalFrontier``
+        self.slack = slack
+        self.counters_key = counters_key or prefix + "counters"  # a hash: finish's deltas
         self._clock = clock
         self._push = client.register_script(redis_scripts.PUSH)
         self._mark_seen = client.register_script(redis_scripts.MARK_SEEN)
@@ -158,9 +170,6 @@ class RedisFrontier(Frontier):
 
     # -- adding URLs -----------------------------------------------------------------------
 
-    def push(self, task: CrawlTask) -> bool:
-        return self.push_many([task])[0]
-
     def push_many(self, tasks: Sequence[CrawlTask]) -> list[bool]:
         """Push each task (``push`` semantics), in one round trip."""
         return self._run_push(tasks, dedup=False)
@@ -171,6 +180,10 @@ class RedisFrontier(Frontier):
         A URL seen before is not queued again, but if it is still queued a higher priority is
         kept. One round trip."""
         return self._run_push(tasks, dedup=True)
+
+    def add_discovered(self, tasks: Sequence[CrawlTask], created: Sequence[bool]) -> None:
+        """``add_new``: the seen sets decide what is new (shared by every worker)."""
+        self.add_new(tasks)
 
     def _run_push(self, tasks: Sequence[CrawlTask], dedup: bool) -> list[bool]:
         if not tasks:
@@ -197,15 +210,13 @@ class RedisFrontier(Frontier):
 
     # -- leased pops -----------------------------------------------------------------------
 
-    def pop(self, host_ready: HostReady | None = None,
-            min_priority: float | None = None) -> LeasedTask | None:
-        """The best URL of the best ready host, leased; None if no host is ready now or
-        (with ``min_priority``) the best ready URL has a lower priority.
-
-        ``host_ready`` is ignored: politeness lives in Redis."""
+    def pop(self, min_priority: float | None = None) -> LeasedTask | None:
+        """The best URL of the best ready host (domain diversity may prefer another ready
+        host), leased; None if no host is ready now or (with ``min_priority``) the best ready
+        URL has a lower priority."""
         bound = "" if min_priority is None else repr(float(min_priority))
         found = self._pop(args=[self.prefix, repr(self._clock()), repr(self.lease_seconds),
-                                bound])
+                                bound, self.diversity, repr(float(self.slack))])
         if not found:
             return None
         body, token = found
@@ -254,7 +265,8 @@ class RedisFrontier(Frontier):
         return self.finish(task, delay=delay)[0]
 
     def release(self, task: CrawlTask, retry_after: float = 0.0) -> bool:
-        """End the lease and queue the URL again; its host is ready after ``retry_after``."""
+        """End the lease and queue the URL again (in its old place); its host is ready after
+        ``max(retry_after, default_delay)``."""
         return self.finish(task, requeue=True, delay=max(retry_after, 0.0))[0]
 
     def now(self) -> float:
@@ -262,18 +274,18 @@ class RedisFrontier(Frontier):
         return self._clock()
 
     def finish(self, task: CrawlTask, *, requeue: bool = False, delay: float | None = None,
-               counters_key: str = "", deltas: dict[str, int] | None = None,
-               ) -> tuple[bool, dict[str, int]]:
+               deltas: dict[str, int] | None = None) -> tuple[bool, dict[str, int]]:
         """``ack`` (``release`` with ``requeue``: ``delay`` is then its ``retry_after``) and,
         with it, add ``deltas`` to the hash ``counters_key``: one atomic step, one round trip.
         (the lease was live, the new values of those counters). A lease that is gone changes
         nothing, counters included: whoever holds the live lease counts the URL, so fetched +
         in flight never exceeds what the dispatcher allowed."""
-        wait = max(delay or 0.0, 0.0 if requeue else self.default_delay)
+        wait = max(delay or 0.0, self.default_delay)
         names = [name for name, delta in (deltas or {}).items() if delta]
         args: list[Any] = [self.prefix, repr(self._clock()), fingerprint(task.url),
                            getattr(task, "lease", ""), repr(float(wait)),
-                           "1" if requeue else "0", self.max_size, counters_key if names else ""]
+                           "1" if requeue else "0", self.max_size,
+                           self.counters_key if names else ""]
         for name in names:
             args += [name, deltas[name]]
         reply = self._finish(args=args)
@@ -297,6 +309,10 @@ class RedisFrontier(Frontier):
     def __len__(self) -> int:
         """URLs queued (not in flight)."""
         return int(self.client.hlen(self.prefix + "task"))
+
+    def counters(self) -> dict[str, int]:
+        raw = self.client.hgetall(self.counters_key)
+        return {_text(name): int(float(value)) for name, value in raw.items()}
 
     def in_flight(self) -> int:
         return int(self.client.hlen(self.prefix + "lease"))

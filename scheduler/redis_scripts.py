@@ -22,6 +22,7 @@ local TASK, READY, WORST = P .. 'task', P .. 'ready', P .. 'worst'
 local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P .. 'deadline'
 local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
 local BEST, LEASE_PRIORITY, WAKE = P .. 'best', P .. 'lease_priority', P .. 'wake'
+local RECENT, RECENT_COUNT = P .. 'recent', P .. 'recent_count'
 
 local function qkey(host) return P .. 'q:' .. host end
 
@@ -156,13 +157,48 @@ local function end_lease(fp, v, requeue, ready_at, now, max_size)
   free_host(host, ready_at, now)
 end
 
--- lease the best URL of the best ready host (call promote first); nil when no host is ready or
--- (min given) the best ready URL is below min. Returns pfx .. json, lease token, priority.
-local function pop_one(now, lease_seconds, min)
+-- domain diversity (soft, as LocalFrontier): the READY entry to pop. The best ready host, unless
+-- it is among the last diversity - 1 popped (RECENT_COUNT) and a host that is not has a best URL
+-- of at least slack x the best ready one (and min). At most diversity - 1 hosts are recent, so
+-- the first diversity - 1 entries after the best one hold such a host if any does: a pop
+-- examines O(diversity) hosts, never all of them. nil if none is ready or the best is below min.
+local function pick_ready(min, diversity, slack)
   local head = redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')
-  local best = head[1]
+  if not head[1] then return nil end
+  local top = tonumber(head[2])
+  if min and top < min then return nil end
+  if diversity <= 1 or redis.call('HEXISTS', RECENT_COUNT, string.sub(head[1], 7)) == 0 then
+    return head[1]
+  end
+  local bound = slack * top
+  if min and min > bound then bound = min end
+  local near = redis.call('ZREVRANGEBYSCORE', READY, '+inf', string.format('%.17g', bound),
+                          'LIMIT', 1, diversity - 1)
+  for _, entry in ipairs(near) do
+    if redis.call('HEXISTS', RECENT_COUNT, string.sub(entry, 7)) == 0 then return entry end
+  end
+  return head[1]
+end
+
+-- keep the last diversity - 1 hosts popped (a capped list, and a count per host for O(1) checks)
+local function remember_host(host, diversity)
+  if diversity <= 1 then return end
+  redis.call('LPUSH', RECENT, host)
+  redis.call('HINCRBY', RECENT_COUNT, host, 1)
+  while redis.call('LLEN', RECENT) > diversity - 1 do
+    local old = redis.call('RPOP', RECENT)
+    if redis.call('HINCRBY', RECENT_COUNT, old, -1) <= 0 then
+      redis.call('HDEL', RECENT_COUNT, old)
+    end
+  end
+end
+
+-- lease the best URL of the ready host pick_ready chooses (call promote first); nil when no host
+-- is ready or (min given) the best ready URL is below min. Returns pfx .. json, lease token,
+-- priority.
+local function pop_one(now, lease_seconds, min, diversity, slack)
+  local best = pick_ready(min, diversity, slack)
   if not best then return nil end
-  if min and tonumber(head[2]) < min then return nil end
   redis.call('ZREM', READY, best)
   local host = string.sub(best, 7)
   local q = qkey(host)
@@ -174,6 +210,7 @@ local function pop_one(now, lease_seconds, min)
   redis.call('HDEL', TASK, fp)
   reindex(host, q, top, bottom)
   redis.call('SADD', BUSY, host)
+  remember_host(host, diversity)
   local token = string.format('%d', redis.call('INCR', SEQ))
   redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
   redis.call('ZADD', DEADLINE, now + lease_seconds, fp)
@@ -246,12 +283,14 @@ if new > 0 then redis.call('INCRBY', SEEN_COUNT, new) end
 return new
 """
 
-# ARGV: prefix, now, lease seconds, min priority ('' = any). Returns {json, token} or nil
-# (nil too when the best ready URL is below the min priority: then every ready URL is).
+# ARGV: prefix, now, lease seconds, min priority ('' = any), domain diversity, slack. Returns
+# {json, token} or nil (nil too when the best ready URL is below the min priority: then every
+# ready URL is).
 POP = PRELUDE + r"""
 local now = tonumber(ARGV[2])
 promote(now)
-local stored, token = pop_one(now, tonumber(ARGV[3]), tonumber(ARGV[4]))
+local stored, token = pop_one(now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+                              tonumber(ARGV[6]))
 if not stored then return false end
 return {string.sub(stored, 7), token}
 """
@@ -259,7 +298,8 @@ return {string.sub(stored, 7), token}
 # One dispatcher round of a crawl (``RedisFrontier.dispatch``). ARGV: prefix, now, lease
 # seconds, counters key, config key, config sha1, max pages, max in flight, priority slack, low
 # slots, reap batch (0 = no reap), reap delay, max size, active crawls set, crawl id, low pause
-# (seconds after a "low" pop before the next one: P .. 'low_next' holds that time). Returns
+# (seconds after a "low" pop before the next one: P .. 'low_next' holds that time), domain
+# diversity, diversity slack (each pop follows ``pick_ready``'s rule, as ``POP``). Returns
 # {-1} when the crawl is no longer active, {0} when its config is gone or changed (nothing done
 # in either case), else {1, fetched, in flight, queued, reaped, seconds until the next
 # sleeping host wakes ('' = none), then json, token per leased URL}. The pops follow the
@@ -280,6 +320,7 @@ local budget = tonumber(ARGV[7]) - fetched - in_flight
 local max_in_flight, low_slots = tonumber(ARGV[8]), tonumber(ARGV[10])
 local best, low_below, low_in_flight = best_priority(), nil, 0
 local low_pause = tonumber(ARGV[16])
+local diversity, slack = tonumber(ARGV[17]), tonumber(ARGV[18])
 local low_next = tonumber(redis.call('GET', P .. 'low_next') or '0')
 if best then
   low_below = tonumber(ARGV[9]) * tonumber(best)
@@ -291,7 +332,7 @@ local out = {}
 while in_flight < max_in_flight and budget > 0 do
   local min = nil
   if low_below and (low_in_flight >= low_slots or now < low_next) then min = low_below end
-  local stored, token, score = pop_one(now, lease_seconds, min)
+  local stored, token, score = pop_one(now, lease_seconds, min, diversity, slack)
   if not stored then break end
   out[#out + 1] = string.sub(stored, 7)
   out[#out + 1] = token

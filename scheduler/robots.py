@@ -1,6 +1,6 @@
 """robots.txt (RFC 9309): fetch once per host, cache, and answer "may we fetch this URL?".
 
-The cache does not fetch by itself: it is given a ``fetch_robots(url) -> FetchResult`` function
+The cache does not fetch by itself: it is given a ``fetch_robots(url) -> RobotsResponse`` function
 (``workers.fetcher.Fetcher.fetch_robots``), so ``scheduler`` does not depend on ``workers``.
 
 What a robots.txt fetch means (RFC 9309 section 2.3.1):
@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 from protego import Protego
@@ -28,14 +28,28 @@ from protego import Protego
 from jlse.records import Outcome
 
 if TYPE_CHECKING:
-    from jlse.workers.fetcher import FetchResult
-
     from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNREACHABLE_OUTCOMES = {Outcome.TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.ERROR}
+
+
+class RobotsResponse(Protocol):
+    """What the cache reads of a robots.txt fetch (a ``workers.fetcher.FetchResult``)."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def status_code(self) -> int | None: ...
+
+    @property
+    def text(self) -> str | None: ...
+
+    @property
+    def error(self) -> str: ...
 
 
 @dataclass
@@ -83,7 +97,7 @@ class RobotsCache:
     """Per-host robots.txt rules in an LRU of ``robots_cache_size`` hosts, each kept for
     ``robots_cache_ttl`` seconds (``robots_retry_after`` when unreachable)."""
 
-    def __init__(self, settings: Settings, fetch_robots: Callable[[str], FetchResult]) -> None:
+    def __init__(self, settings: Settings, fetch_robots: Callable[[str], RobotsResponse]) -> None:
         self.settings = settings
         self.fetch_robots = fetch_robots
         self.agent = agent_token(settings.user_agent)
@@ -196,7 +210,7 @@ class RobotsCache:
         return RobotsVerdict(allowed, crawl_delay=entry.crawl_delay, fetched=fetched)
 
 
-def _is_unreachable(result: FetchResult) -> bool:
+def _is_unreachable(result: RobotsResponse) -> bool:
     """RFC 9309 "unreachable": server errors and network failures (429 counts as a 5xx)."""
     if result.outcome in _UNREACHABLE_OUTCOMES:
         return True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import threading
 from collections import Counter
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -33,18 +32,18 @@ def _matches(hostname: str, domains: tuple[str, ...]) -> bool:
 class TrapGuard:
     """Refuses URLs that are too long, too deep, repetitive, out of scope or over a host budget.
 
-    Thread-safe: the per-host fetch counts are shared by the fetch threads.
+    Stateless after construction, so one guard serves every thread.
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._allowed = _domain_list(settings.allowed_domains)
         self._denied = _domain_list(settings.denied_domains)
-        self._fetches: Counter[str] = Counter()
-        self._lock = threading.Lock()
 
-    def refuse_reason(self, url: str, depth: int, pattern_run: int) -> str | None:
-        """None if ``url`` may be queued, else a short reason (the caller logs it)."""
+    def refuse_reason(self, url: str, depth: int, pattern_run: int,
+                      host_fetched: int = 0) -> str | None:
+        """None if ``url`` may be queued, else a short reason (the caller logs it).
+        ``host_fetched``: pages fetched so far from the URL's host (``HostLedger``)."""
         settings = self.settings
         if len(url) > settings.max_url_length:
             return "url too long"
@@ -59,7 +58,7 @@ class TrapGuard:
             return "repeated path segments"
         if pattern_run > settings.max_pattern_run:
             return "pattern run"
-        if self.host_fetches(host) >= settings.max_pages_per_host:
+        if host_fetched >= settings.max_pages_per_host:
             return "host budget"
         return None
 
@@ -81,20 +80,6 @@ class TrapGuard:
     def child_pattern_run(self, parent_url: str, parent_run: int, child_url: str) -> int:
         """``parent_run + 1`` if the child has the parent's URL pattern, else 0."""
         return parent_run + 1 if _pattern(child_url) == _pattern(parent_url) else 0
-
-    def note_fetch(self, host: str) -> None:
-        """Count one fetch against the host's page budget."""
-        with self._lock:
-            self._fetches[host.lower()] += 1
-
-    def restore_counts(self, counts: dict[str, int]) -> None:
-        """Replace the per-host counts (on ``--resume``, from the crawl database)."""
-        with self._lock:
-            self._fetches = Counter({host.lower(): int(n) for host, n in counts.items()})
-
-    def host_fetches(self, host: str) -> int:
-        with self._lock:
-            return self._fetches[host.lower()]
 
 
 @functools.lru_cache(maxsize=65536)  # a page's own pattern is asked once per out-link

@@ -22,8 +22,9 @@ import logging
 import re
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
-from jlse.models.link_index import url_tokens  # noqa: F401  (re-exported)
 from w3lib.url import safe_url_string
+
+from jlse.models.link_index import url_tokens  # noqa: F401  (re-exported)
 
 logger = logging.getLogger(__name__)
 

@@ -45,9 +45,9 @@ from crawl_checks import (  # noqa: E402
     page_requests,
     robots_violations,
 )
-from jlse.scheduler.crawl_registry import CrawlRegistry  # noqa: E402
 
 from jlse.sandbox import SandboxServer, build_web  # noqa: E402
+from jlse.scheduler.crawl_registry import CrawlRegistry  # noqa: E402
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 PG_ADMIN = os.environ.get("JLSE_ACCEPT_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -107,6 +107,7 @@ def registry() -> Iterator:
     """A crawl registry on the real Redis (``JLSE_TEST_REDIS``) under a private key prefix,
     deleted afterwards. An unreachable Redis fails the test."""
     import redis
+
     from jlse.scheduler.crawl_registry import CrawlRegistry
 
     url = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -122,3 +123,62 @@ def registry() -> Iterator:
     if keys:
         client.unlink(*keys)
     client.close()
+
+
+# -- frontier fixtures: the contract suite (test_frontier_contract.py) and the Redis tests ----
+
+class FakeClock:
+    """A clock the tests move by hand: frontiers take ``clock=``, so no test sleeps."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> Iterator:
+    """A client of the real Redis (``JLSE_TEST_REDIS``, else ``REDIS_URL``); unreachable
+    fails the test."""
+    import redis
+
+    url = os.environ.get("JLSE_TEST_REDIS", os.environ.get("REDIS_URL",
+                                                           "redis://127.0.0.1:6379/0"))
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {url} ({exc}); run `make services`",
+                    pytrace=False)
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def make_redis_frontier(redis_client, clock):
+    """``make(**kwargs)``: a RedisFrontier under a private key prefix on the fake clock, with
+    domain diversity off unless asked for; its keys are deleted afterwards."""
+    from jlse.scheduler.redis_frontier import RedisFrontier
+
+    made: list = []
+
+    def make(**kwargs) -> RedisFrontier:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("diversity", 1)
+        frontier = RedisFrontier(redis_client, f"jlse:test:{uuid.uuid4().hex}:", **kwargs)
+        made.append(frontier)
+        return frontier
+
+    yield make
+    for frontier in made:
+        frontier.clear()
+        assert list(redis_client.scan_iter(match=frontier.prefix + "*")) == []

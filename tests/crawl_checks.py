@@ -63,11 +63,10 @@ def trap_fetches(log, web) -> int:
 def lost_urls(store_url: str, client, prefix: str, crawl_id: str) -> list[str]:
     """URLs of a distributed crawl's database that ended neither fetched/rejected nor in the
     Redis frontier (queued or leased) under key prefix ``prefix``."""
+    from jlse.records import LinkStatus
     from jlse.scheduler.crawl_registry import CrawlRegistry
     from jlse.scheduler.redis_frontier import fingerprint
     from jlse.scheduler.store import open_store
-
-    from jlse.records import LinkStatus
 
     frontier = CrawlRegistry(client, prefix).frontier_prefix(crawl_id)
     in_frontier = set(client.hkeys(frontier + "task")) | set(client.hkeys(frontier + "lease"))

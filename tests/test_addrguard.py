@@ -9,11 +9,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
-from jlse.workers.fetcher import Fetcher
 
 from jlse.records import Outcome
 from jlse.settings import Settings
+from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
+from jlse.workers.fetcher import Fetcher
 
 FORBIDDEN = [
     "127.0.0.1",

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jlse.models import link_index
 from jlse.models.bm25 import FieldBM25
 from jlse.models.link_index import (

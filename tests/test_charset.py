@@ -8,6 +8,7 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jlse.workers.charset import codec_name, decode_html, looks_binary, sniffs_as_html
 
 ZH_SIMPLIFIED = (

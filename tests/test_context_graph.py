@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from jlse.eval import run_eval
 from jlse.learner.context_graph import ContextGraphLearner
 from jlse.models.context_graph import (
     ContextGraphStrategy,
@@ -14,10 +16,8 @@ from jlse.models.context_graph import (
     layer_priority,
     url_keys,
 )
-from jlse.models.strategies import make_strategy
+from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
-
-from jlse.eval import run_eval
 from jlse.settings import Settings, SettingsError
 
 PHONE = "smartphone review battery camera screen android phone 手机 评测"

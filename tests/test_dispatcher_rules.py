@@ -12,11 +12,11 @@ import time
 
 import pytest
 import redis
+
+from jlse.records import CrawlTask
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatcher import Dispatcher
 from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier
-
-from jlse.records import CrawlTask
 from jlse.settings import Settings, apply_overrides
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -41,10 +41,10 @@ class Recorder:
 
 
 def _register(registry: CrawlRegistry, low_slots: int, hot: bool = True, crawl: str = CRAWL,
-              max_pages: int = 1000, delay: float = 0.0) -> RedisFrontier:
+              max_pages: int = 1000, delay: float = 0.0, **values) -> RedisFrontier:
     settings = apply_overrides(Settings(), {
         "low_priority_slots": low_slots, "priority_slack": SLACK, "max_outstanding": 8,
-        "politeness_delay": delay, "max_pages": max_pages}, source="test")
+        "politeness_delay": delay, "max_pages": max_pages, **values}, source="test")
     config = {"crawl_id": crawl, "settings": settings.to_dict(), "status": "running",
               "reason": "", "max_pages": settings.max_pages}
     registry.register(crawl, config, None, {})
@@ -116,6 +116,26 @@ def test_junk_fills_every_slot_once_nothing_better_is_queued(registry):
     Dispatcher(registry, recorder).serve(CRAWL)
     assert [task["priority"] for task in recorder.sent] == [0.1] * 6  # one per host, all ready
 
+
+@pytest.mark.parametrize("diversity", [1, 3])
+def test_rounds_follow_domain_diversity(registry, diversity):
+    """The round's pops apply the frontier's soft diversity rule (the last k - 1 hosts popped
+    are passed over for a host within ``priority_slack`` of the best), as ``POP`` does."""
+    frontier = _register(registry, low_slots=8, hot=False, max_outstanding=1,
+                         domain_diversity=diversity)
+    frontier.push_many([CrawlTask(url=url, url_id=i, priority=0.9) for i, url in enumerate(HOT)]
+                       + [CrawlTask(url=f"http://{h}.test/", url_id=50, priority=0.8)
+                          for h in ("b", "c")])
+    recorder = Recorder()
+    dispatcher = Dispatcher(registry, recorder)
+    for _ in range(4):
+        dispatcher.serve(CRAWL)
+        assert frontier.ack(LeasedTask.from_dict(recorder.in_flight.pop()))
+    hosts = [task["url"].split("/")[2] for task in recorder.sent]
+    if diversity == 1:
+        assert hosts == ["hot.test"] * 4
+    else:
+        assert hosts == ["hot.test", "b.test", "c.test", "hot.test"]
 
 
 class InterleavingRedis(redis.Redis):

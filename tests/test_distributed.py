@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import redis
 from crawl_checks import crawl_delay_breaches, duplicate_fetches, robots_violations
-from jlse.scheduler.crawl_registry import CrawlRegistry
-from jlse.scheduler.redis_frontier import fingerprint
-from jlse.scheduler.store import open_store
 
 from jlse.records import LinkStatus
 from jlse.run import run_crawl
+from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.redis_frontier import fingerprint
+from jlse.scheduler.store import open_store
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 PREFIX = f"jlsetest{uuid.uuid4().hex[:8]}:"
@@ -339,8 +339,8 @@ def test_topic_model_bytes_round_trip_and_refuse_pickle(phones_topic):
     import pickle
 
     import numpy as np
-    from jlse.models.persist import ModelFileError, topic_model_from_bytes, topic_model_to_bytes
 
+    from jlse.models.persist import ModelFileError, topic_model_from_bytes, topic_model_to_bytes
     from jlse.topic import build_topic_model, load_topic
 
     model = build_topic_model(load_topic(phones_topic))

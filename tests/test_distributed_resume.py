@@ -19,8 +19,6 @@ import psycopg2
 import pytest
 import test_distributed
 from crawl_checks import duplicate_fetches
-from jlse.scheduler.crawl_registry import CrawlRegistry, settings_from_config
-from jlse.scheduler.store import open_store
 from test_distributed import (
     BUDGET,
     FAST,
@@ -36,6 +34,8 @@ from test_distributed import (
 
 from jlse.cluster import frontier_of, store_counters
 from jlse.records import LinkStatus
+from jlse.scheduler.crawl_registry import CrawlRegistry, settings_from_config
+from jlse.scheduler.store import open_store
 
 # the fixtures of test_distributed, module-scoped here too
 redis_client = test_distributed.redis_client

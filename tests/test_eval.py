@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from jlse.scheduler.store import open_store
 
 from jlse.eval import (
     EvalError,
@@ -23,6 +22,7 @@ from jlse.eval import (
     truth_key,
 )
 from jlse.records import FetchRecord, NewLink, Outcome
+from jlse.scheduler.store import open_store
 
 A, B, C, D, E = (f"http://p.test/{name}" for name in "abcde")
 UNKNOWN = "http://p.test/redirect"

@@ -9,12 +9,12 @@ import tracemalloc
 import uuid
 
 import pytest
-from jlse.scheduler.robots import RobotsCache
-from jlse.workers.fetcher import ROBOTS_MAX_BYTES, Fetcher, invalid_url_reason
 
 from jlse.records import Outcome
 from jlse.sandbox.faults import ENCODING_SAMPLES, gzip_bomb
+from jlse.scheduler.robots import RobotsCache
 from jlse.settings import Settings
+from jlse.workers.fetcher import ROBOTS_MAX_BYTES, Fetcher, invalid_url_reason
 
 BASE = "http://faults.test"
 PROXY_VARIABLES = (

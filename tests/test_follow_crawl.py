@@ -9,11 +9,11 @@ import threading
 import time
 
 import pytest
-from jlse.scheduler.crawl_registry import CrawlRegistry, connect
 from private_services import PrivateRedis, ServiceUnavailable
 from tqdm import tqdm
 
 from jlse import cluster
+from jlse.scheduler.crawl_registry import CrawlRegistry, connect
 from jlse.settings import Settings
 
 CRAWL = "follow1"

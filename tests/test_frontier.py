@@ -1,106 +1,63 @@
-from jlse.scheduler.frontier import LocalFrontier
-from jlse.scheduler.politeness import HostPoliteness
+"""What only ``LocalFrontier`` and its ``HostPoliteness`` do; the behaviour both frontiers share
+is tested once, on both, in ``test_frontier_contract.py``."""
 
 from jlse.records import CrawlTask
+from jlse.scheduler.frontier import LocalFrontier
+from jlse.scheduler.politeness import HostPoliteness
 
 
 def task(url: str, priority: float = 1.0, url_id: int = 0) -> CrawlTask:
     return CrawlTask(url=url, url_id=url_id, priority=priority)
 
 
-def drain(frontier: LocalFrontier, ready=None) -> list[str]:
+def drain(frontier: LocalFrontier) -> list[str]:
+    """Pop everything, finishing each pop at once (a pop keeps its host busy until then)."""
     urls = []
-    while (t := frontier.pop(ready)) is not None:
+    while (t := frontier.pop()) is not None:
         urls.append(t.url)
+        assert frontier.finish(t)[0]
     return urls
 
 
-def test_priority_order_ties_in_discovery_order():
-    f = LocalFrontier(diversity=1)
-    for i, p in enumerate([0.5, 0.9, 0.5, 0.9, 0.1]):
-        f.push(task(f"http://a.test/{i}", p))
-    assert drain(f) == ["http://a.test/1", "http://a.test/3", "http://a.test/0",
-                        "http://a.test/2", "http://a.test/4"]
-
-
-def test_found_again_keeps_highest_priority():
-    f = LocalFrontier(diversity=1)
-    f.push(task("http://a.test/x", 0.2))
-    f.push(task("http://a.test/y", 0.5))
-    assert f.push(task("http://a.test/x", 0.9)) is True
-    assert f.push(task("http://a.test/x", 0.1)) is False  # lower: ignored
-    assert len(f) == 2
-    assert drain(f) == ["http://a.test/x", "http://a.test/y"]
-
-
-def test_bounded_evicts_lowest():
+def test_evictions_are_counted_and_membership_follows_the_queue():
     f = LocalFrontier(max_size=3, diversity=1)
     for i, p in enumerate([0.5, 0.1, 0.7, 0.3]):
         f.push(task(f"http://a.test/{i}", p))
     assert len(f) == 3 and f.evicted == 1
-    assert drain(f) == ["http://a.test/2", "http://a.test/0", "http://a.test/3"]
+    assert "http://a.test/1" not in f and "http://a.test/3" in f
+    got = f.pop()
+    assert got.url == "http://a.test/2" and got.url not in f
 
 
-def test_only_ready_hosts_are_popped():
-    f = LocalFrontier(diversity=1)
-    f.push(task("http://busy.test/1", 0.9))
-    f.push(task("http://free.test/1", 0.1))
-    got = f.pop(lambda host: host != "busy.test")
-    assert got.url == "http://free.test/1"
-    assert f.pop(lambda host: host != "busy.test") is None
-    assert f.pop().url == "http://busy.test/1"
-
-
-def test_domain_diversity_prefers_other_hosts_but_never_stalls():
-    f = LocalFrontier(diversity=3)
+def test_host_concurrency_allows_several_requests_to_one_host():
+    f = LocalFrontier(diversity=1, host_concurrency=2)
     for i in range(3):
         f.push(task(f"http://a.test/{i}", 0.9))
-    f.push(task("http://b.test/0", 0.5))
-    order = drain(f)
-    assert order[:2] == ["http://a.test/0", "http://b.test/0"]  # b jumps ahead once
-    assert sorted(order[2:]) == ["http://a.test/1", "http://a.test/2"]  # then a again
+    first, second = f.pop(), f.pop()
+    assert (first.url, second.url) == ("http://a.test/0", "http://a.test/1")
+    assert f.pop() is None and f.next_ready_in() is None  # both slots of a.test in flight
+    assert f.finish(first)[0]
+    assert f.next_ready_in() == 0
+    assert f.pop().url == "http://a.test/2"
 
 
-def test_domain_diversity_never_trades_a_good_url_for_a_far_worse_one():
-    f = LocalFrontier(diversity=3, slack=0.5)
-    for i in range(3):
-        f.push(task(f"http://a.test/{i}", 0.9))
-    f.push(task("http://b.test/0", 0.1))  # below 0.5 * 0.9
-    assert drain(f) == ["http://a.test/0", "http://a.test/1", "http://a.test/2", "http://b.test/0"]
-
-
-def test_slack_zero_is_the_strict_rule():
-    f = LocalFrontier(diversity=3, slack=0.0)
-    for i in range(3):
-        f.push(task(f"http://a.test/{i}", 0.9))
-    f.push(task("http://b.test/0", 0.1))
-    assert drain(f)[:2] == ["http://a.test/0", "http://b.test/0"]
-
-
-def test_best_priority_and_min_priority():
+def test_restored_counters_are_where_finish_adds():
     f = LocalFrontier(diversity=1)
-    assert f.best_priority() is None
-    f.push(task("http://a.test/0", 0.9))
-    f.push(task("http://b.test/0", 0.2))
-    assert f.best_priority() == 0.9
-    busy = {"a.test"}
-    assert f.pop(lambda host: host not in busy, min_priority=0.45) is None  # b waits for a
-    assert f.pop(lambda host: host not in busy).url == "http://b.test/0"  # unless allowed
-    f.push(task("http://a.test/1", 0.95))  # raised while queued elsewhere
-    assert f.best_priority() == 0.95
-    assert f.pop(min_priority=0.5).url == "http://a.test/1"
+    f.restore_counters({"fetched": 10, "relevant": 4})
+    f.push(task("http://a.test/"))
+    assert f.finish(f.pop(), deltas={"fetched": 1}) == (True, {"fetched": 11})
+    assert f.counters() == {"fetched": 11, "relevant": 4}
 
 
-def test_many_urls_come_out_in_order():
+def test_eviction_heap_stays_proportional_to_the_queue():
     f = LocalFrontier(diversity=1)
-    import random
-
-    rng = random.Random(3)
-    prios = [rng.random() for _ in range(2000)]
-    for i, p in enumerate(prios):
-        f.push(task(f"http://h{i % 7}.test/{i}", p))
-    popped = [f.pop() for _ in range(2000)]
-    assert [t.priority for t in popped] == sorted(prios, reverse=True)
+    for i in range(5000):
+        f.push(task(f"http://h{i % 50}.test/{i}", (i * 7919 % 1000) / 1000))
+        if i % 2:
+            assert f.finish(f.pop())[0]
+    assert len(f) == 2500
+    assert len(f._lowest) <= 2 * len(f) + 1000
+    assert len(drain(f)) == 2500
 
 
 def test_politeness_one_in_flight_and_delay():
@@ -109,15 +66,20 @@ def test_politeness_one_in_flight_and_delay():
     assert p.is_ready("a.test")
     p.acquire("a.test")
     assert not p.is_ready("a.test")
-    p.release("a.test", crawl_delay=2.0)
+    assert p.blocked() == {"a.test": None}
+    p.release("a.test", 2.0)  # Crawl-delay above the default delay wins
     assert not p.is_ready("a.test")
-    assert p.next_ready_in() == 2.0  # Crawl-delay above the default delay wins
+    assert p.next_ready_in() == 2.0
     now[0] += 2.0
-    assert p.is_ready("a.test")
+    assert p.is_ready("a.test") and p.blocked() == {}
     p.acquire("a.test")
-    p.release("a.test", blocked_for=60.0)  # robots.txt unavailable
+    p.release("a.test", 60.0)  # robots.txt unavailable
     now[0] += 30
     assert not p.is_ready("a.test")
+    now[0] += 30
+    p.acquire("a.test")
+    p.release("a.test")  # nothing remembered: the default delay
+    assert p.next_ready_in() == 1.0
 
 
 def test_politeness_host_concurrency_allows_several_in_flight():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jlse.models import link_tokens
 from jlse.models.anchor import AnchorSimilarity, gtsat
 from jlse.models.jlse_evaluator import JLSEEvaluator

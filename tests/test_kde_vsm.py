@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes, TfidfFeatures
-from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
-from jlse.models.vsm import DEFAULT_POSITION_WEIGHTS, PositionVSM, normalised_weights
 from scipy.sparse import csr_matrix
 from scipy.stats import norm
 
+from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes, TfidfFeatures
+from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
+from jlse.models.vsm import DEFAULT_POSITION_WEIGHTS, PositionVSM, normalised_weights
 from jlse.sandbox import build_web
 from jlse.topic import load_topic
 
@@ -244,7 +244,6 @@ def test_relevance_page_with_bad_blocks_uses_the_text() -> None:
 
 def test_settings_offer_exactly_the_model_choices() -> None:
     from jlse.models.topic_model import PAGE_CLASSIFIERS
-
     from jlse.settings import PAGE_CLASSIFIERS as SETTING_CHOICES
 
     assert SETTING_CHOICES == PAGE_CLASSIFIERS

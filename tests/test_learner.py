@@ -7,16 +7,16 @@ import statistics
 import threading
 import time
 
-import jlse.scheduler.store.sql as store_sql
 import numpy as np
 import pytest
+
+import jlse.scheduler.store.sql as store_sql
 from jlse.learner.background import BackgroundLearner, QTableHolder
 from jlse.learner.graph import build_link_graph
 from jlse.learner.learner import Learner
 from jlse.models.qtable import QTable
-from jlse.scheduler.store.base import LearningGraphRows
-
 from jlse.records import FetchRecord, NewLink, Outcome
+from jlse.scheduler.store.base import LearningGraphRows
 from jlse.settings import Settings
 
 GAMMA = 0.9

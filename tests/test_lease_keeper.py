@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint
-from jlse.workers.lease_keeper import LeaseKeeper
 
 from jlse.records import CrawlTask
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint
 from jlse.settings import Settings, SettingsError, apply_overrides
+from jlse.workers.lease_keeper import LeaseKeeper
 
 
 class FakeClock:

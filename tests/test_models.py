@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import expit
+
 from jlse.models.anchor import AnchorSimilarity
 from jlse.models.naive_bayes import NaiveBayesTextClassifier, text_sample
 from jlse.models.page_stats import PageStats
 from jlse.models.result_page import ResultPageClassifier, TargetRule, feature_matrix, page_features
 from jlse.models.tokenizer import STOPWORDS, _segment_run, tokenize
 from jlse.models.topic_model import TopicModel, TopicSamples
-from scipy.special import expit
 
 # --- realistic little corpora: mobile phones (the topic) vs cooking and football -------------
 

@@ -24,10 +24,11 @@ import psycopg2
 import pytest
 import redis
 from crawl_checks import crawl_delay_breaches, duplicate_fetches, lost_urls, robots_violations
-from jlse.scheduler.crawl_registry import CrawlRegistry, worker_store_url
-from jlse.scheduler.store import open_store
 from netns import NetnsLab, require_netns
 from private_services import PrivatePostgres, PrivateRedis
+
+from jlse.scheduler.crawl_registry import CrawlRegistry, worker_store_url
+from jlse.scheduler.store import open_store
 
 pytestmark = pytest.mark.slow
 

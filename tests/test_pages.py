@@ -10,6 +10,7 @@ import os
 import threading
 
 import pytest
+
 from jlse.scheduler.store import PageRepository
 from jlse.scheduler.store import pages as pages_module
 

@@ -7,6 +7,7 @@ import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from jlse.workers.parser import _WORD, ParsedPage, count_words, parse_html
 
 PAGE_URL = "http://news.example.com/world/story-1.html"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from jlse.models.page_stats import PageStats
 from jlse.models.persist import (
     ARRAYS_FILE,
@@ -23,7 +24,6 @@ from jlse.models.persist import (
     save_topic_model,
 )
 from jlse.models.topic_model import TopicModel, TopicSamples
-
 from jlse.sandbox import build_web
 from jlse.topic import load_topic
 

@@ -15,6 +15,7 @@ import uuid
 import numpy as np
 import pytest
 import redis
+
 from jlse.learner.background import QTableHolder
 from jlse.learner.publish import RedisQTableSource, RedisQTableStore
 from jlse.models.qtable import QTable, build_qtable

@@ -1,4 +1,6 @@
-"""The Redis frontier against the real Redis (``REDIS_URL``, default 127.0.0.1:6379).
+"""What only the Redis frontier does, against the real Redis (``REDIS_URL``, default
+127.0.0.1:6379): dedup, rebuild, payloads, the best index, threads, the dispatcher's round.
+The behaviour both frontiers share (and the leases) is in ``test_frontier_contract.py``.
 
 Each test uses its own key prefix, deleted afterwards. An unreachable Redis fails the tests.
 """
@@ -17,73 +19,27 @@ from pathlib import Path
 
 import pytest
 import redis
-from jlse.scheduler.crawl_registry import CrawlRegistry
-from jlse.scheduler.dispatcher import Dispatcher
-from jlse.scheduler.frontier import Frontier, LocalFrontier
-from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
 
 from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
+from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.dispatcher import Dispatcher
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
 from jlse.settings import Settings, apply_overrides
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 REPO = Path(__file__).resolve().parents[1]
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture(scope="module")
-def redis_client():
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.fail(f"Redis is not reachable at {REDIS_URL} ({exc}). "
-                    "Start it with `make services` or set REDIS_URL.", pytrace=False)
-    yield client
-    client.close()
-
-
-@pytest.fixture()
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture()
-def make_frontier(redis_client, clock):
-    made: list[RedisFrontier] = []
-
-    def make(**kwargs) -> RedisFrontier:
-        kwargs.setdefault("clock", clock)
-        frontier = RedisFrontier(redis_client, f"jlse:test:{uuid.uuid4().hex}:", **kwargs)
-        made.append(frontier)
-        return frontier
-
-    yield make
-    for frontier in made:
-        frontier.clear()
-        assert list(redis_client.scan_iter(match=frontier.prefix + "*")) == []
-
-
 def task(url: str, priority: float = 1.0, url_id: int = 0, **extra) -> CrawlTask:
     return CrawlTask(url=url, url_id=url_id, priority=priority, **extra)
 
 
-def drain(frontier: Frontier) -> list[CrawlTask]:
-    """Pop everything; a leasing frontier acks each pop at once (no delay)."""
+def drain(frontier: RedisFrontier) -> list[CrawlTask]:
+    """Pop everything, acking each pop at once (no delay)."""
     popped = []
     while (got := frontier.pop()) is not None:
         popped.append(got)
-        if isinstance(frontier, RedisFrontier):
-            assert frontier.ack(got)
+        assert frontier.ack(got)
     return popped
 
 
@@ -91,52 +47,10 @@ def urls_of(tasks: list[CrawlTask]) -> list[str]:
     return [t.url for t in tasks]
 
 
-# -- the shared contract: LocalFrontier and RedisFrontier behave alike ------------------------
-
-@pytest.fixture(params=["local", "redis"])
-def any_frontier(request):
-    def make(max_size: int = 100_000) -> Frontier:
-        if request.param == "local":
-            return LocalFrontier(max_size=max_size, diversity=1)
-        return request.getfixturevalue("make_frontier")(max_size=max_size)
-
-    return make
-
-
-def test_contract_priority_order_ties_in_discovery_order(any_frontier):
-    frontier = any_frontier()
-    for i, priority in enumerate([0.5, 0.9, 0.5, 0.9, 0.1, 0.5]):
-        host = "ab"[i % 2]
-        frontier.push(task(f"http://{host}.test/{i}", priority))
-    assert urls_of(drain(frontier)) == [
-        "http://b.test/1", "http://b.test/3", "http://a.test/0", "http://a.test/2",
-        "http://b.test/5", "http://a.test/4"]
-
-
-def test_contract_found_again_keeps_highest(any_frontier):
-    frontier = any_frontier()
-    frontier.push(task("http://a.test/x", 0.2))
-    frontier.push(task("http://a.test/y", 0.5))
-    assert frontier.push(task("http://a.test/x", 0.9, anchor_text="better")) is True
-    assert frontier.push(task("http://a.test/x", 0.1)) is False
-    assert len(frontier) == 2
-    popped = drain(frontier)
-    assert urls_of(popped) == ["http://a.test/x", "http://a.test/y"]
-    assert popped[0].priority == 0.9 and popped[0].anchor_text == "better"
-
-
-def test_contract_full_frontier_evicts_lowest(any_frontier):
-    frontier = any_frontier(max_size=3)
-    for i, priority in enumerate([0.5, 0.1, 0.7, 0.3]):
-        frontier.push(task(f"http://{'abc'[i % 3]}.test/{i}", priority))
-    assert len(frontier) == 3
-    assert urls_of(drain(frontier)) == ["http://c.test/2", "http://a.test/0", "http://a.test/3"]
-
-
 # -- Redis specifics ---------------------------------------------------------------------------
 
-def test_eviction_is_counted_and_ties_evict_the_latest(make_frontier):
-    frontier = make_frontier(max_size=2)
+def test_eviction_is_counted_and_ties_evict_the_latest(make_redis_frontier):
+    frontier = make_redis_frontier(max_size=2)
     flags = frontier.push_many([task("http://a.test/0", 0.2), task("http://b.test/1", 0.2),
                                 task("http://c.test/2", 0.9)])
     assert flags == [True, True, True]
@@ -144,19 +58,10 @@ def test_eviction_is_counted_and_ties_evict_the_latest(make_frontier):
     assert urls_of(drain(frontier)) == ["http://c.test/2", "http://a.test/0"]
 
 
-def test_many_urls_come_out_in_priority_order(make_frontier):
-    frontier = make_frontier()
-    rng = random.Random(3)
-    priorities = [rng.random() for _ in range(1000)]
-    frontier.push_many([task(f"http://h{i % 7}.test/{i}", p, i) for i, p in enumerate(priorities)])
-    assert frontier.hosts() == 7
-    popped = drain(frontier)
-    assert [t.priority for t in popped] == sorted(priorities, reverse=True)
-    assert all(isinstance(t.url_id, int) for t in popped)
 
 
-def test_payload_round_trips_as_json(make_frontier):
-    frontier = make_frontier()
+def test_payload_round_trips_as_json(make_redis_frontier):
+    frontier = make_redis_frontier()
     original = task("http://a.test/p", 0.25, 42, depth=3, parent_id=7, anchor_text="手机 评测",
                     context="near\tthe link", redirect_hops=1, pattern_run=2)
     frontier.push(original)
@@ -165,95 +70,21 @@ def test_payload_round_trips_as_json(make_frontier):
     assert b"anchor_text" not in task_json(task("http://a.test/", 1.0))  # defaults left out
 
 
-def test_one_request_in_flight_per_host(make_frontier):
-    frontier = make_frontier()
-    frontier.push_many([task("http://a.test/1", 0.9), task("http://a.test/2", 0.8),
-                        task("http://b.test/1", 0.1)])
-    first = frontier.pop()
-    assert first.url == "http://a.test/1"
-    assert frontier.pop().url == "http://b.test/1"  # a.test is busy
-    assert frontier.pop() is None
-    assert frontier.in_flight() == 2 and len(frontier) == 1
-    assert frontier.next_ready_in() is None  # nothing waits: every host with URLs is busy
-    assert frontier.ack(first)
-    assert frontier.pop().url == "http://a.test/2"
 
 
-def test_urls_found_while_their_host_is_busy_wait_for_the_ack(make_frontier):
-    frontier = make_frontier()
-    frontier.push(task("http://a.test/1"))
-    first = frontier.pop()  # a.test's queue is now empty, its request in flight
-    assert frontier.add_new([task("http://a.test/2"), task("http://a.test/3")]) == [True, True]
-    assert frontier.pop() is None
-    assert frontier.ack(first)
-    assert frontier.pop().url == "http://a.test/2"
-    assert frontier.pop() is None
 
 
-def test_delay_after_ack_is_honoured(make_frontier, clock):
-    frontier = make_frontier(default_delay=1.0)
-    frontier.push_many([task(f"http://a.test/{i}", 0.5) for i in range(3)])
-    assert frontier.ack(frontier.pop(), delay=3.0)  # e.g. Crawl-delay: 3
-    assert frontier.pop() is None
-    assert frontier.next_ready_in() == pytest.approx(3.0)
-    clock.advance(2.9)
-    assert frontier.pop() is None
-    clock.advance(0.2)
-    second = frontier.pop()
-    assert second.url == "http://a.test/1"
-    assert frontier.ack(second, delay=0.2)  # the default delay is the floor
-    clock.advance(0.5)
-    assert frontier.pop() is None
-    clock.advance(0.6)
-    assert frontier.pop().url == "http://a.test/2"
 
 
-def test_a_hot_host_does_not_block_the_others(make_frontier, clock):
-    frontier = make_frontier()
-    frontier.push_many([task(f"http://hot.test/{i}", 0.9) for i in range(500)])
-    frontier.push_many([task(f"http://cold{i}.test/", 0.1) for i in range(5)])
-    hot = frontier.pop()
-    assert hot.url == "http://hot.test/0"
-    others = [frontier.pop() for _ in range(5)]
-    assert sorted(urls_of(others)) == [f"http://cold{i}.test/" for i in range(5)]
-    assert frontier.pop() is None
-    assert frontier.ack(hot, delay=10.0)
-    assert frontier.pop() is None  # the hot host sleeps; the cold ones are in flight
-    clock.advance(10.0)
-    assert frontier.pop().url == "http://hot.test/1"
 
 
-def test_expired_lease_is_reaped_and_the_url_comes_back(make_frontier, clock):
-    frontier = make_frontier(lease_seconds=30.0)
-    frontier.push_many([task("http://a.test/1", 0.9), task("http://a.test/2", 0.5)])
-    lost = frontier.pop()  # the worker dies without acking
-    clock.advance(29.0)
-    assert frontier.reap() == 0
-    clock.advance(2.0)
-    assert frontier.reap() == 1
-    assert frontier.in_flight() == 0 and len(frontier) == 2
-    again = frontier.pop()
-    assert again.url == lost.url and again.priority == 0.9
-    assert frontier.ack(lost) is False  # the old lease was reaped; a newer one exists
-    assert frontier.in_flight() == 1
-    assert frontier.ack(again) is True
-    assert frontier.ack(again) is False
 
 
-def test_url_pushed_again_while_leased_is_queued_once_after_reap(make_frontier, clock):
-    frontier = make_frontier(lease_seconds=5.0)
-    frontier.push(task("http://a.test/1", 0.9))
-    leased = frontier.pop()
-    assert frontier.push(task("http://a.test/1", 0.4)) is True  # in flight: queued anew
-    clock.advance(6.0)
-    assert frontier.reap() == 1
-    assert len(frontier) == 1
-    assert [(t.url, t.priority) for t in drain(frontier)] == [(leased.url, 0.9)]
 
 
-def test_works_with_a_decoding_client(make_frontier, clock):
+def test_works_with_a_decoding_client(make_redis_frontier, clock):
     client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    frontier = make_frontier()
+    frontier = make_redis_frontier()
     decoding = RedisFrontier(client, frontier.prefix, clock=clock, default_delay=2.0)
     assert decoding.add_new([task("http://a.test/é", 0.5, anchor_text="手机")]) == [True]
     got = decoding.pop()
@@ -262,8 +93,8 @@ def test_works_with_a_decoding_client(make_frontier, clock):
     client.close()
 
 
-def test_worker_killed_with_sigkill_loses_no_url(make_frontier, clock):
-    frontier = make_frontier(lease_seconds=60.0)
+def test_worker_killed_with_sigkill_loses_no_url(make_redis_frontier, clock):
+    frontier = make_redis_frontier(lease_seconds=60.0)
     frontier.push_many([task("http://a.test/1", 0.9, 1), task("http://b.test/1", 0.5, 2)])
     child = (
         "import os, signal, redis\n"
@@ -282,20 +113,10 @@ def test_worker_killed_with_sigkill_loses_no_url(make_frontier, clock):
     assert sorted(urls_of(drain(frontier))) == ["http://a.test/1", "http://b.test/1"]
 
 
-def test_release_requeues_in_place_after_retry_after(make_frontier, clock):
-    frontier = make_frontier()
-    frontier.push_many([task("http://a.test/1", 0.5), task("http://a.test/2", 0.5)])
-    got = frontier.pop()
-    assert frontier.release(got, retry_after=60.0)
-    assert len(frontier) == 2 and frontier.in_flight() == 0
-    assert frontier.pop() is None
-    assert frontier.next_ready_in() == pytest.approx(60.0)
-    clock.advance(60.0)
-    assert frontier.pop().url == "http://a.test/1"  # keeps its discovery order
 
 
-def test_add_new_dedups_by_fingerprint(make_frontier):
-    frontier = make_frontier()
+def test_add_new_dedups_by_fingerprint(make_redis_frontier):
+    frontier = make_redis_frontier()
     x, y = "http://a.test/x", "http://b.test/y"
     assert frontier.add_new([task(x, 0.3), task(y, 0.3), task(x, 0.3)]) == [True, True, False]
     assert frontier.add_new([task(y, 0.8)]) == [True]  # still queued: priority raised
@@ -310,9 +131,6 @@ def test_add_new_dedups_by_fingerprint(make_frontier):
     assert len(fingerprint(x)) == 8
 
 
-def test_nan_priority_is_refused(make_frontier):
-    with pytest.raises(ValueError):
-        make_frontier().push(task("http://a.test/", float("nan")))
 
 
 def _fill_store(store) -> tuple[dict[str, float], list[str]]:
@@ -329,9 +147,9 @@ def _fill_store(store) -> tuple[dict[str, float], list[str]]:
     return queued, [link.url for link in links]
 
 
-def test_rebuild_restores_exactly_the_queued_urls(make_frontier, store):
+def test_rebuild_restores_exactly_the_queued_urls(make_redis_frontier, store):
     queued, every_url = _fill_store(store)
-    frontier = make_frontier()
+    frontier = make_redis_frontier()
     frontier.add_new([task(url, 0.5) for url in every_url])
     frontier.pop()
     frontier.clear()  # Redis lost its data
@@ -346,8 +164,8 @@ def test_rebuild_restores_exactly_the_queued_urls(make_frontier, store):
     assert len(queued) == sum(1 for _ in store.iter_links(LinkStatus.QUEUED))
 
 
-def test_threads_never_hold_two_leases_of_one_host(make_frontier):
-    frontier = make_frontier(clock=time.time)
+def test_threads_never_hold_two_leases_of_one_host(make_redis_frontier):
+    frontier = make_redis_frontier(clock=time.time)
     n_urls, n_hosts = 2000, 50
     frontier.push_many([task(f"http://h{i % n_hosts}.test/{i}", (i * 7919 % 1000) / 1000, i)
                         for i in range(n_urls)])
@@ -388,53 +206,10 @@ def test_threads_never_hold_two_leases_of_one_host(make_frontier):
     assert len(frontier) == 0 and frontier.in_flight() == 0
 
 
-# -- best priority, min_priority, lease checks (the dispatcher's and worker's API) ------------
+# -- the best index (best_priority in O(log hosts)) ----------------------------------------
 
-def test_contract_best_priority_is_the_best_queued(any_frontier):
-    frontier = any_frontier()
-    assert frontier.best_priority() is None
-    frontier.push(task("http://a.test/1", 0.9))
-    frontier.push(task("http://a.test/2", 0.7))
-    frontier.push(task("http://b.test/1", 0.4))
-    assert frontier.best_priority() == 0.9
-    first = frontier.pop()
-    assert first.url == "http://a.test/1"
-    assert frontier.best_priority() == 0.7  # a.test's next URL counts, busy host or not
-    if isinstance(frontier, RedisFrontier):
-        assert frontier.ack(first)
-    assert len(drain(frontier)) == 2
-    assert frontier.best_priority() is None
-
-
-def test_contract_pop_respects_min_priority(any_frontier):
-    frontier = any_frontier()
-    frontier.push(task("http://a.test/1", 0.3))
-    frontier.push(task("http://b.test/1", 0.6))
-    assert frontier.pop(min_priority=0.7) is None
-    assert len(frontier) == 2
-    assert frontier.pop(min_priority=0.6).url == "http://b.test/1"  # the bound is inclusive
-    assert frontier.pop(min_priority=0.5) is None
-    assert frontier.pop(min_priority=float("-inf")).url == "http://a.test/1"
-
-
-def test_best_priority_counts_busy_and_sleeping_hosts(make_frontier, clock):
-    frontier = make_frontier()
-    frontier.push_many([task("http://hot.test/1", 0.9), task("http://hot.test/2", 0.8),
-                        task("http://cold.test/1", 0.1), task("http://cold.test/2", 0.05)])
-    hot = frontier.pop()
-    assert frontier.best_priority() == 0.8  # hot.test is busy
-    assert frontier.ack(hot, delay=10.0)
-    assert frontier.best_priority() == 0.8  # hot.test sleeps
-    # the low-priority rule: cold URLs wait while the better one waits for its host
-    assert frontier.pop(min_priority=0.5 * frontier.best_priority()) is None
-    assert frontier.in_flight() == 0 and len(frontier) == 3
-    clock.advance(10.0)
-    assert frontier.pop(min_priority=0.4).url == "http://hot.test/2"
-    assert frontier.best_priority() == 0.1
-
-
-def test_best_index_follows_raises_evictions_releases_and_reaps(make_frontier, clock):
-    frontier = make_frontier(max_size=2, lease_seconds=5.0)
+def test_best_index_follows_raises_evictions_releases_and_reaps(make_redis_frontier, clock):
+    frontier = make_redis_frontier(max_size=2, lease_seconds=5.0)
     frontier.add_new([task("http://a.test/1", 0.2), task("http://b.test/1", 0.3)])
     assert frontier.best_priority() == 0.3
     assert frontier.add_new([task("http://a.test/1", 0.9)]) == [True]  # raised
@@ -453,8 +228,8 @@ def test_best_index_follows_raises_evictions_releases_and_reaps(make_frontier, c
     assert frontier.client.zcard(frontier.prefix + "best") == frontier.hosts() == 2
 
 
-def test_best_index_is_built_for_a_frontier_written_before_it(make_frontier):
-    frontier = make_frontier()
+def test_best_index_is_built_for_a_frontier_written_before_it(make_redis_frontier):
+    frontier = make_redis_frontier()
     frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5)])
     frontier.client.delete(frontier.prefix + "best")  # as an older version left it
     frontier.push(task("http://c.test/1", 0.1))  # indexed; a.test and b.test are not yet
@@ -462,41 +237,13 @@ def test_best_index_is_built_for_a_frontier_written_before_it(make_frontier):
     assert frontier.client.zcard(frontier.prefix + "best") == 3
 
 
-def test_lease_current_follows_acks_and_reaps(make_frontier, clock):
-    frontier = make_frontier(lease_seconds=30.0)
-    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5)])
-    first, second = frontier.pop(), frontier.pop()
-    assert frontier.lease_current(first) and frontier.lease_current(second)
-    assert frontier.ack(second)
-    assert not frontier.lease_current(second)
-    clock.advance(31.0)
-    assert frontier.reap() == 1
-    assert not frontier.lease_current(first)  # reaped
-    again = frontier.pop()
-    assert again.url == first.url
-    assert frontier.lease_current(again) and not frontier.lease_current(first)
-    assert frontier.lease_current(task(first.url))  # no token: any lease of the URL
 
 
-def test_in_flight_below_counts_leased_priorities(make_frontier, clock):
-    frontier = make_frontier(lease_seconds=30.0)
-    frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5),
-                        task("http://c.test/1", 0.1)])
-    leased = {t.url: t for t in (frontier.pop(), frontier.pop(), frontier.pop())}
-    assert [frontier.in_flight_below(x) for x in (0.1, 0.5, 0.6, 1.0)] == [0, 1, 2, 3]
-    assert frontier.in_flight_below(float("-inf")) == 0
-    assert frontier.in_flight_below(float("inf")) == 3
-    assert frontier.ack(leased["http://c.test/1"])
-    assert frontier.release(leased["http://a.test/1"])
-    assert frontier.in_flight_below(1.0) == 1
-    clock.advance(31.0)
-    assert frontier.reap() == 1
-    assert frontier.in_flight_below(1.0) == 0
 
 
-def test_best_priority_and_leases_match_a_model_under_random_operations(make_frontier):
+def test_best_priority_and_leases_match_a_model_under_random_operations(make_redis_frontier):
     rng = random.Random(11)
-    frontier = make_frontier(max_size=40)
+    frontier = make_redis_frontier(max_size=40)
     queued: dict[str, float] = {}  # the model: what must be queued, and leased
     leased: dict[str, CrawlTask] = {}
     for _ in range(600):
@@ -561,13 +308,12 @@ def _register(registry: CrawlRegistry, **values) -> RedisFrontier:
     registry.register("c1", {"crawl_id": "c1", "settings": settings.to_dict(),
                              "status": "running", "reason": "", "max_pages": settings.max_pages},
                       None, {})
-    return RedisFrontier(registry.client, registry.frontier_prefix("c1"))
+    return registry.frontier("c1")
 
 
 def _count(frontier: RedisFrontier, registry: CrawlRegistry, sent: dict) -> bool:
     """A worker finishing a sent task: fetched + 1, then the lease ends."""
     live, counters = frontier.finish(LeasedTask.from_dict(sent),
-                                     counters_key=registry.prefix("c1") + "counters",
                                      deltas={"fetched": 1, "relevant": 0})
     assert counters.keys() == {"fetched"}
     return live
@@ -592,7 +338,7 @@ def test_dispatch_round_keeps_max_outstanding_and_the_page_budget(registry):
 
 
 def test_dispatch_round_reaps_and_follows_a_new_registration(registry):
-    frontier = _register(registry, max_outstanding=1)
+    frontier = _register(registry, max_outstanding=1, domain_diversity=1)
     frontier.push_many([task("http://a.test/1", 0.9), task("http://b.test/1", 0.5),
                         task("http://c.test/1", 0.1)])
     sent: list[dict] = []
@@ -603,7 +349,8 @@ def test_dispatch_round_reaps_and_follows_a_new_registration(registry):
     assert dispatcher.serve("c1")[0] == 1  # reaped, and the same URL leased again
     assert sent[1]["url"] == sent[0]["url"] and sent[1]["lease"] != sent[0]["lease"]
     assert not frontier.lease_current(LeasedTask.from_dict(sent[0]))
-    _register(registry, max_outstanding=3)  # --resume with other settings: seen at once
+    # --resume with other settings: seen at once
+    _register(registry, max_outstanding=3, domain_diversity=1)
     assert dispatcher.serve("c1")[0] == 2
     assert frontier.in_flight() == 3
 
@@ -640,22 +387,6 @@ def test_acks_wake_a_waiting_dispatcher(registry):
     assert registry.client.llen(frontier.wake_key) == 0  # a round takes the news in
 
 
-def test_finish_counts_only_with_the_live_lease(make_frontier, redis_client, clock):
-    frontier = make_frontier(lease_seconds=30.0)
-    counters = frontier.prefix + "counters"
-    frontier.push_many([task("http://a.test/1"), task("http://b.test/1")])
-    first, second = frontier.pop(), frontier.pop()
-    live, values = frontier.finish(first, counters_key=counters,
-                                   deltas={"fetched": 1, "targets": 0, "relevant": 2})
-    assert live and values == {"fetched": 1, "relevant": 2}
-    assert frontier.finish(first, counters_key=counters, deltas={"fetched": 1}) == (False, {})
-    clock.advance(31.0)
-    assert frontier.reap() == 1
-    again = frontier.pop()
-    assert frontier.finish(second, counters_key=counters, deltas={"fetched": 1}) == (False, {})
-    assert frontier.finish(again, counters_key=counters, deltas={"fetched": 1}) == \
-        (True, {"fetched": 2})  # the reaped URL is counted once, by its live lease
-    assert int(redis_client.hget(counters, "fetched")) == 2
 
 
 def test_record_fetch_once_counts_a_page_once(pg_store_url):

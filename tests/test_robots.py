@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from jlse.scheduler.robots import RobotsCache, agent_token, robots_origin
-from jlse.workers.fetcher import Fetcher
 
+from jlse.scheduler.robots import RobotsCache, agent_token, robots_origin
 from jlse.settings import Settings
+from jlse.workers.fetcher import Fetcher
 
 ROBOTS_PATHS = ("/robots.txt", "/real-robots.txt")
 

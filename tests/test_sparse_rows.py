@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
 from jlse.models import link_index
 from jlse.models.bm25 import FieldBM25, StackedFields, stacked_query_entries
 from jlse.models.link_index import LinkIndex, _TokenCache

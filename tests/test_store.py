@@ -7,10 +7,10 @@ import time
 
 import psycopg2
 import pytest
-from jlse.scheduler.store import StoreError, open_store
-from jlse.scheduler.store.sql import MAX_URL_BYTES
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
+from jlse.scheduler.store import StoreError, open_store
+from jlse.scheduler.store.sql import MAX_URL_BYTES
 
 
 def new(url: str, parent_id: int | None = None, priority: float = 1.0, **kwargs) -> NewLink:

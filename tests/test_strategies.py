@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from jlse.models.opic import CashSplit
 from jlse.models.strategies import (
     AnchorTextAnalysis,
     BayesContext,
     KeywordCosine,
     KeywordVSM,
+    share_by_similarity,
+)
+from jlse.models.strategy_catalog import (
     StrategyError,
     UnknownStrategy,
     available_strategies,
     make_strategy,
-    share_by_similarity,
+    strategy_class,
 )
 from jlse.models.topic_model import TopicModel, TopicSamples
-
 from jlse.settings import Settings
+from jlse.topic import TopicError, load_topic
 
 ANCHORS = ["phone review", "pasta recipe", "contact us"]
 URLS = ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
@@ -192,10 +196,10 @@ def test_auto_is_jlse_with_a_model_else_bfs() -> None:
     assert make_strategy("auto", Settings(), None).name == "bfs"
 
 
-def test_every_setting_strategy_is_available() -> None:
-    from jlse.settings import STRATEGIES
-
-    assert sorted(STRATEGIES) == available_strategies()
+def test_an_unknown_strategy_names_the_key_and_the_choices(tmp_path) -> None:
+    (tmp_path / "seeds.txt").write_text("http://a.test/\n")
+    with pytest.raises(TopicError, match="strategy: unknown strategy 'nope'; choose one of .*jlse"):
+        load_topic(tmp_path, {"strategy": "nope"})
 
 
 @pytest.mark.parametrize("name", ["ata", "jlse", "jlse-paper", "jlse-product", "bayes", "cfc"])
@@ -235,3 +239,13 @@ def test_empty_link_lists(phone_model: TopicModel) -> None:
     settings = Settings(keywords=["smartphone"])
     for name in available_strategies():
         assert make_strategy(name, settings, phone_model).score_links(0.5, 0, [], [], []).shape == (0,)
+
+
+def test_strategies_declare_what_they_need() -> None:
+    learners = {name for name in available_strategies()
+                if (cls := strategy_class(name)) is not None and cls.learns == "qtable"}
+    assert learners == {"jlse", "jlse-paper", "jlse-product"}
+    embedded_only = {name for name in available_strategies()
+                     if (cls := strategy_class(name)) is not None and cls.embedded_only}
+    assert embedded_only == {"cfc"}
+    assert all(strategy_class(name) is not None for name in available_strategies() if name != "auto")

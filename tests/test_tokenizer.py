@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from jlse.models import tokenizer
 from jlse.models.tokenizer import (
     BATCH_MIN_CHARS,

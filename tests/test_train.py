@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from jlse.models.persist import ARRAYS_FILE, HEADER_FILE, read_model_header
 from jlse.models.topic_model import TopicModel
-
 from jlse.sandbox import build_web
 from jlse.topic import TopicError, build_topic_model, load_topic
 from jlse.train import train_topic

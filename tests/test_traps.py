@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
+from jlse.scheduler.ledger import LocalHostLedger
 from jlse.scheduler.traps import TrapGuard
 from jlse.scheduler.urls import canonicalize
-
 from jlse.settings import Settings
 
 
@@ -101,39 +99,17 @@ def test_url_without_host_is_refused() -> None:
 def test_host_budget() -> None:
     guard = _guard(max_pages_per_host=3)
     url = "http://busy.test/page"
-    for _ in range(3):
-        assert guard.refuse_reason(url, 1, 0) is None
-        guard.note_fetch("busy.test")
-    assert guard.host_fetches("busy.test") == 3
-    assert guard.refuse_reason(url, 1, 0) == "host budget"
-    assert guard.refuse_reason("http://quiet.test/page", 1, 0) is None
-    # the budget is per host:port, as host_of reports it
-    assert guard.refuse_reason("http://busy.test:8080/page", 1, 0) is None
+    assert guard.refuse_reason(url, 1, 0, host_fetched=2) is None
+    assert guard.refuse_reason(url, 1, 0, host_fetched=3) == "host budget"
+    assert guard.refuse_reason(url, 1, 0) is None
 
 
-def test_restore_counts_on_resume() -> None:
-    guard = _guard(max_pages_per_host=10)
-    guard.note_fetch("a.test")
-    guard.restore_counts({"a.test": 10, "B.test": 2})
-    assert guard.host_fetches("a.test") == 10
-    assert guard.host_fetches("b.test") == 2
-    assert guard.refuse_reason("http://a.test/x", 0, 0) == "host budget"
-    assert guard.refuse_reason("http://b.test/x", 0, 0) is None
-
-
-def test_note_fetch_is_thread_safe() -> None:
-    guard = _guard()
-
-    def fetch_many() -> None:
-        for _ in range(2000):
-            guard.note_fetch("h.test")
-
-    threads = [threading.Thread(target=fetch_many) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert guard.host_fetches("h.test") == 8000
+def test_local_ledger_counts_per_host_case_blind() -> None:
+    ledger = LocalHostLedger({"A.test": 10})
+    assert ledger.fetch_counts("a.test", ["a.test", "b.test"]) == {"a.test": 11, "b.test": 0}
+    assert ledger.fetch_counts(None, ["A.TEST"]) == {"A.TEST": 11}
+    assert ledger.note_robots_failure("a.test") == 1
+    assert ledger.robots_failures("a.test") == 1 and ledger.robots_failures("b.test") == 0
 
 
 def test_checks_work_on_canonical_urls() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from jlse.scheduler.urls import canonicalize, host_of, registered_domain, url_pattern, url_tokens
 
 # --- the rules, one by one ---------------------------------------------------------------

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from jlse.workers.supervisor import FIRST_BACKOFF, Supervisor
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,8 +15,9 @@ a task whose lease has ended (reaped and handed out again) is dropped by the wor
 from __future__ import annotations
 
 from celery import Celery
-from jlse.scheduler.crawl_registry import broker_url, key_prefix
 from kombu.transport import redis as kombu_redis
+
+from jlse.scheduler.crawl_registry import broker_url, key_prefix
 
 TASK_TIME_LIMIT = 120  # seconds; a fetch has its own deadline well below this
 VISIBILITY_TIMEOUT = 600  # above the time limit: a running task is never redelivered

@@ -20,11 +20,11 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 import urllib3.exceptions
-from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
-from jlse.workers.charset import decode_html, looks_binary, sniffs_as_html
 
 from jlse.records import Outcome
 from jlse.settings import Settings
+from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
+from jlse.workers.charset import decode_html, looks_binary, sniffs_as_html
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import redis
+
 from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
 from jlse.scheduler.redis_frontier import RedisFrontier
 
@@ -78,8 +79,7 @@ class LeaseKeeper:
     def _frontier(self, crawl_id: str) -> RedisFrontier:
         frontier = self._frontiers.get(crawl_id)
         if frontier is None:
-            frontier = self._frontiers[crawl_id] = RedisFrontier(
-                self.registry.client, self.registry.frontier_prefix(crawl_id))
+            frontier = self._frontiers[crawl_id] = self.registry.frontier(crawl_id)
         return frontier
 
     def lease_seconds(self, crawl_id: str) -> float | None:

@@ -15,11 +15,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from jlse.models.page_stats import PageStats
-from jlse.scheduler.urls import canonicalize
 from lxml import etree
 
+from jlse.models.page_stats import PageStats
 from jlse.records import Link
+from jlse.scheduler.urls import canonicalize
 
 logger = logging.getLogger(__name__)
 

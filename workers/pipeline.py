@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
+from jlse.records import CrawlTask, FetchRecord, NewLink, Outcome
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.store.pages import PageRepository
 from jlse.scheduler.urls import canonicalize
+from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult
 from jlse.workers.parser import ParsedPage, parse_html
-
-from jlse.records import CrawlTask, FetchRecord, NewLink, Outcome
-from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
 

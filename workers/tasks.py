@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg2
 import redis
 from celery import signals
+
 from jlse.scheduler.store.base import StoreError
 from jlse.workers.celery_app import app
 

@@ -11,17 +11,14 @@ import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urljoin
 
 import lxml.html
 
-from jlse.sandbox.generator import PageSpec, SitePlan
+from jlse.sandbox.generator import PageSpec, SitePlan, WebPlan
 from jlse.sandbox.layout import UTF8_META
 from jlse.sandbox.vocab import LANGUAGES
-
-if TYPE_CHECKING:
-    from jlse.sandbox.web import SandboxWeb
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +30,23 @@ SHADOW_SEED_SALT = 1_000_003
 PageRef = tuple[SitePlan, PageSpec]
 
 
-def _seeds(web: SandboxWeb, topic: str) -> list[str]:
+# What a topic directory needs of a SandboxWeb: web.py imports this module, not the reverse.
+class _Truth(Protocol):
+    @property
+    def topic(self) -> str: ...
+
+
+class SandboxPages(Protocol):
+    plan: WebPlan
+    seed: int
+    topics: list[str]
+
+    def truth(self, url: str) -> _Truth | None: ...
+
+    def render_html(self, site: SitePlan, page: PageSpec, head_meta: str) -> str: ...
+
+
+def _seeds(web: SandboxPages, topic: str) -> list[str]:
     """Home pages of non-hidden, crawlable topic sites, topped up with hub home pages."""
     topic_sites = [site for site in web.plan.of_topic(topic, include_hidden=False)
                    if site.spec.crawlable and not site.spec.small]
@@ -55,12 +68,12 @@ def _topic_toml(topic: str) -> str:
     return f"name = {json.dumps(topic)}\nkeywords = [{keywords}]\n"
 
 
-def _pages(shadow: SandboxWeb, accept: Callable[[SitePlan, PageSpec], bool]) -> list[PageRef]:
+def _pages(shadow: SandboxPages, accept: Callable[[SitePlan, PageSpec], bool]) -> list[PageRef]:
     return [(site, page) for site in shadow.plan.sites for page in site.pages.values()
             if accept(site, page)]
 
 
-def _sample_sets(shadow: SandboxWeb, topic: str, rng: random.Random, n: int) -> dict[str, list[PageRef]]:
+def _sample_sets(shadow: SandboxPages, topic: str, rng: random.Random, n: int) -> dict[str, list[PageRef]]:
     def on_topic(site: SitePlan, page: PageSpec) -> bool:
         return site.spec.topic == topic and page.kind not in ("admin", "print")
 
@@ -75,7 +88,7 @@ def _sample_sets(shadow: SandboxWeb, topic: str, rng: random.Random, n: int) -> 
     return {label: rng.sample(pool, min(n, len(pool))) for label, pool in picks.items()}
 
 
-def _anchors(shadow: SandboxWeb, topic: str, html: str, url: str) -> list[tuple[str, str]]:
+def _anchors(shadow: SandboxPages, topic: str, html: str, url: str) -> list[tuple[str, str]]:
     """(label, anchor text) of the links of one page whose target page has a known topic."""
     rows = []
     for element in lxml.html.fromstring(html).iter("a"):
@@ -98,10 +111,11 @@ def _write_anchors(path: Path, rows: list[tuple[str, str]], rng: random.Random, 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_topic_dir(web: SandboxWeb, topic: str, out_dir: Path, n_samples: int = 20) -> Path:
-    """Seeds, topic.toml and n_samples sample pages of each kind, plus anchors.tsv."""
-    from jlse.sandbox.web import build_web
+def write_topic_dir(web: SandboxPages, build_web: Callable[..., SandboxPages], topic: str,
+                    out_dir: Path, n_samples: int = 20) -> Path:
+    """Seeds, topic.toml and n_samples sample pages of each kind, plus anchors.tsv.
 
+    ``build_web(seed=, scale=)`` builds the shadow web the samples come from."""
     if topic not in web.topics:
         raise ValueError(f"unknown topic {topic!r}; the sandbox topics are {web.topics}")
     if n_samples < 1:

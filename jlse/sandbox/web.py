@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from jlse.sandbox import extras, faults
+from jlse.sandbox import extras, faults, topicdir
 from jlse.sandbox import response as r
 from jlse.sandbox.generator import PageSpec, SitePlan, WebPlan, plan_web
 from jlse.sandbox.layout import content_type, declared_meta, encode
@@ -130,9 +130,7 @@ class SandboxWeb:
 
     def write_topic_dir(self, topic: str, out_dir: str | Path, n_samples: int = 20) -> Path:
         """Write a topic directory (seeds, topic.toml, samples) for ``topic``."""
-        from jlse.sandbox.topicdir import write_topic_dir
-
-        return write_topic_dir(self, topic, Path(out_dir), n_samples)
+        return topicdir.write_topic_dir(self, build_web, topic, Path(out_dir), n_samples)
 
     # --- rendering and serving ---
     def render_html(self, site: SitePlan, page: PageSpec, head_meta: str) -> str:

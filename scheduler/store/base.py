@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -68,6 +69,20 @@ class CrawlStore(ABC):
     @abstractmethod
     def record_fetch(self, record: FetchRecord) -> None:
         """Store one fetch: history row, link marked fetched, ResultTable row if a target."""
+
+    def record_fetch_once(self, record: FetchRecord) -> bool:
+        """``record_fetch`` for a link that is still queued; False (only the history row
+        added) if another worker wrote the page meanwhile, so the caller must not count it
+        again. A backend that one process owns (SQLite) never sees that: this default writes
+        and returns True."""
+        self.record_fetch(record)
+        return True
+
+    @contextmanager
+    def autocommit(self) -> Iterator[None]:
+        """Within: the calls that are safe as single statements (``get_link``, ``add_links``,
+        ``record_fetch_once``) skip BEGIN/COMMIT round trips where the backend has them."""
+        yield
 
     @abstractmethod
     def reject(self, url_id: int, outcome: Outcome, reason: str) -> None:

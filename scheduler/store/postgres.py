@@ -10,6 +10,9 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import psycopg2
+from psycopg2.extras import execute_values
+
+from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
 from jlse.scheduler.store.sql import (
     LINK_INSERT_COLUMNS,
@@ -18,9 +21,6 @@ from jlse.scheduler.store.sql import (
     clean_text,
     link_row,
 )
-from psycopg2.extras import execute_values
-
-from jlse.records import FetchRecord, NewLink, Outcome
 
 log = logging.getLogger(__name__)
 

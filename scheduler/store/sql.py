@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
-from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
-from jlse.scheduler.store.schema import SCHEMA_VERSION, schema_statements
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
+from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
+from jlse.scheduler.store.schema import SCHEMA_VERSION, schema_statements
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jlse.records import NewLink
 from jlse.scheduler.store.base import StoreError
 from jlse.scheduler.store.sql import LINK_INSERT_COLUMNS, SqlCrawlStore, link_row
-
-from jlse.records import NewLink
 
 log = logging.getLogger(__name__)
 

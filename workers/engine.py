@@ -1,0 +1,253 @@
+"""The crawl engine: what happens to one URL, whoever runs it.
+
+A runner (the embedded loop in ``jlse.embedded``, a Celery task in ``jlse.workers.distributed``)
+only decides where URLs come from and where the work runs. For each URL it calls the engine:
+
+1. ``refusal`` / ``admit``: the checks before a fetch (the host's page budget, a host whose
+   robots.txt stays unavailable);
+2. ``process``: the per-page pipeline (robots.txt, fetch, parse, classify, score out-links);
+3. ``write``: the result writer. Write order is crash-safe: the out-links first (database, then
+   frontier), then the page's own row, then the counters and the end of the request in one
+   step (``Frontier.finish``). A runner killed anywhere in between leaves the URL ``queued``:
+   ``--resume`` (embedded) or the lease's expiry (cluster) hands it out again, and a page written
+   twice is counted once (``CrawlStore.record_fetch_once``).
+
+The backends sit behind narrow interfaces: ``CrawlStore`` (SQLite, PostgreSQL), ``Frontier``
+(local, Redis) and ``HostLedger`` (local, Redis). ``build_engine`` assembles a crawl's parts
+from its settings; it is the one place they are built.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jlse.models.strategies import Strategy
+from jlse.models.topic_model import TopicModel
+from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, FetchRecord, NewLink, Outcome
+from jlse.scheduler.frontier import Frontier, LocalFrontier
+from jlse.scheduler.ledger import HostLedger, LocalHostLedger
+from jlse.scheduler.robots import RobotsCache
+from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.store.pages import PageRepository
+from jlse.scheduler.traps import TrapGuard
+from jlse.scheduler.urls import host_of
+from jlse.settings import Settings
+from jlse.workers.fetcher import Fetcher
+from jlse.workers.pipeline import PagePipeline, PageResult
+
+if TYPE_CHECKING:
+    from jlse.scheduler.crawl_registry import CrawlRegistry
+
+log = logging.getLogger(__name__)
+
+CPU_STAGES = ("fetch", "parse", "classify", "store")  # what ``cpu_counter`` counts
+WRITTEN_LINKS = 50_000  # URLs the writer remembers having written (about 10 MB)
+
+
+def refusal(settings: Settings, host_fetched: int, robots_failures: int
+            ) -> tuple[Outcome, str] | None:
+    """The checks before a fetch: (outcome, reason) to reject the URL with, or None."""
+    if host_fetched >= settings.max_pages_per_host:
+        return Outcome.TRAP, "host page budget spent"
+    if robots_failures > settings.robots_unavailable_retries:
+        return Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable"
+    return None
+
+
+def cpu_counter(stage: str) -> str:
+    """The counter holding a stage's CPU time, in microseconds."""
+    return f"cpu_{stage}_us"
+
+
+class CrawlEngine:
+    def __init__(self, settings: Settings, store: CrawlStore, frontier: Frontier,
+                 ledger: HostLedger, pipeline: PagePipeline, traps: TrapGuard,
+                 on_targets: Callable[[int], None] | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.frontier = frontier
+        self.ledger = ledger
+        self.pipeline = pipeline
+        self.traps = traps
+        self.on_targets = on_targets  # told the ResultTable size when it grows (learning)
+        # URL -> highest priority it was written with. The store keeps a known URL's row and
+        # the frontier only raises a queued URL's priority, so writing it again with no higher
+        # priority changes nothing: site menus repeat on every page, and most out-links skip
+        # the database and the frontier.
+        self._written: OrderedDict[str, float] = OrderedDict()
+        self._written_lock = threading.Lock()  # a Celery thread pool shares the engine
+
+    # --- before the fetch ------------------------------------------------------------------
+    def admit(self, task: CrawlTask) -> bool:
+        """Run the checks before a fetch on a popped task; a refused one is written off."""
+        host = host_of(task.url)
+        fetched = self.ledger.fetch_counts(None, [host])[host]
+        refused = refusal(self.settings, fetched, self.ledger.robots_failures(host))
+        if refused is None:
+            return True
+        self.reject(task, *refused)
+        return False
+
+    def reject(self, task: CrawlTask, outcome: Outcome, reason: str) -> None:
+        """Refuse a popped task without fetching it."""
+        self.store.reject(task.url_id, outcome, reason)
+        self._finish(task, {"rejected": 1})
+
+    # --- the page --------------------------------------------------------------------------
+    def process(self, task: CrawlTask) -> PageResult:
+        """The per-page pipeline (never raises; thread-safe)."""
+        return self.pipeline.process(task)
+
+    def write(self, result: PageResult) -> str:
+        """Write one result; a word saying what became of the URL."""
+        started = time.thread_time()
+        task = result.task
+        link_hosts = sorted({host_of(link.url) for link in result.links} - {""})
+        fetched_host = host_of(task.url) if result.fetch is not None else None
+        host_counts = self.ledger.fetch_counts(fetched_host, link_hosts)
+        deltas = {"trap_refused": self.add_links(result.links, host_counts)}
+        requeue, delay = False, result.crawl_delay
+        if result.fetch is not None:
+            deltas.update(self._record(result))
+            word = result.fetch.outcome.value
+        elif result.rejected is not None:
+            self.store.reject(task.url_id, *result.rejected)
+            deltas["rejected"], word = 1, "rejected"
+        elif result.requeue_after is not None:
+            requeue, word = self._robots_unavailable(task, deltas)
+            delay = result.requeue_after if requeue else delay
+        else:
+            word = "nothing"
+        deltas.update({cpu_counter(stage): round(1e6 * seconds)
+                       for stage, seconds in result.cpu.items()})
+        deltas[cpu_counter("store")] = round(1e6 * (time.thread_time() - started))
+        self._finish(task, deltas, delay, requeue)
+        return word
+
+    def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:
+        """Trap-check, store and queue new links; how many the trap filter refused."""
+        allowed = []
+        for link in links:
+            fetched = host_counts.get(host_of(link.url), 0)
+            reason = self.traps.refuse_reason(link.url, link.depth, link.pattern_run, fetched)
+            if reason is None:
+                allowed.append(link)
+            else:
+                log.debug("refused %s: %s", link.url, reason)
+        fresh = [link for link in allowed
+                 if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
+        if fresh:
+            with self.store.autocommit():
+                ids = self.store.add_links(fresh)
+            self.frontier.add_discovered([task_of(link, url_id) for link, (url_id, _) in
+                                          zip(fresh, ids, strict=True)],
+                                         [created for _, created in ids])
+            self._remember(fresh)
+        return len(links) - len(allowed)
+
+    def add_seeds(self, seeds: list[str], priority: float) -> None:
+        links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]
+        ids = self.store.add_links(links)
+        self.frontier.add_discovered([task_of(link, url_id) for link, (url_id, _) in
+                                      zip(links, ids, strict=True)],
+                                     [created for _, created in ids])
+
+    # --- writing ---------------------------------------------------------------------------
+    def _record(self, result: PageResult) -> dict[str, int]:
+        """The fetch's row; its counter deltas. A page written meanwhile by a worker whose
+        lease was reaped keeps that row; the counters still move, but only with the live
+        lease (``Frontier.finish``), so the page is counted once."""
+        record = result.fetch
+        with self.store.autocommit():
+            written = self.store.record_fetch_once(record)
+        if not written:
+            log.info("%s was written meanwhile by another worker", record.url)
+        return self._fetch_counts(record)
+
+    def _fetch_counts(self, record: FetchRecord) -> dict[str, int]:
+        relevant = record.relevance is not None and \
+            record.relevance >= self.settings.relevance_threshold
+        return {"fetched": int(record.outcome not in UNCOUNTED_OUTCOMES),
+                "relevant": int(relevant), "targets": int(record.is_target)}
+
+    def _robots_unavailable(self, task: CrawlTask, deltas: dict[str, int]) -> tuple[bool, str]:
+        """Retry the host later, a bounded number of times; (requeue, word)."""
+        host = host_of(task.url)
+        failures = self.ledger.note_robots_failure(host)
+        if failures > self.settings.robots_unavailable_retries:
+            log.warning("giving up on %s: robots.txt unavailable %d times", host, failures)
+            self.store.reject(task.url_id, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
+            deltas["rejected"] = 1
+            return False, "rejected"
+        deltas["requeued"] = 1
+        return True, "requeued"
+
+    def _finish(self, task: CrawlTask, deltas: dict[str, int], delay: float | None = None,
+                requeue: bool = False) -> None:
+        """Counters, then the request ends (one step); maybe a learning round."""
+        live, counters = self.frontier.finish(task, requeue=requeue, delay=delay,
+                                              deltas=deltas)
+        if not live:
+            log.info("the end of %s found it no longer in flight (reaped meanwhile)", task.url)
+        if "targets" in counters and self.on_targets is not None:
+            self.on_targets(counters["targets"])
+
+    def _remember(self, links: list[NewLink]) -> None:
+        written = self._written
+        with self._written_lock:
+            for link in links:
+                written[link.url] = max(link.priority, written.get(link.url, -math.inf))
+                written.move_to_end(link.url)
+            while len(written) > WRITTEN_LINKS:
+                written.popitem(last=False)
+
+    def close(self) -> None:
+        self.pipeline.fetcher.close()
+
+
+def task_of(link: NewLink, url_id: int) -> CrawlTask:
+    return CrawlTask(url=link.url, url_id=url_id, priority=link.priority, depth=link.depth,
+                     parent_id=link.parent_id, anchor_text=link.anchor_text,
+                     context=link.context, redirect_hops=link.redirect_hops,
+                     pattern_run=link.pattern_run)
+
+
+def local_backends(settings: Settings, resumed: CrawlStore | None = None
+                   ) -> tuple[LocalFrontier, LocalHostLedger]:
+    """The embedded crawl's frontier and host ledger (per-host counts from ``resumed``)."""
+    frontier = LocalFrontier(settings.frontier_size, settings.domain_diversity,
+                             settings.priority_slack, delay=settings.politeness_delay,
+                             host_concurrency=settings.host_concurrency)
+    counts = resumed.host_fetch_counts() if resumed is not None else None
+    return frontier, LocalHostLedger(counts)
+
+
+def redis_backends(registry: CrawlRegistry, crawl_id: str, settings: Settings
+                   ) -> tuple[Frontier, HostLedger]:
+    """A cluster crawl's frontier and host ledger, shared through Redis."""
+    from jlse.scheduler.crawl_registry import RedisHostLedger  # redis: the distributed extra
+
+    return registry.frontier(crawl_id, settings), RedisHostLedger(registry, crawl_id)
+
+
+def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledger: HostLedger,
+                 strategy: Strategy, model: TopicModel | None,
+                 pages_dir: Path | str | None = None,
+                 on_targets: Callable[[int], None] | None = None) -> CrawlEngine:
+    """A crawl's engine from its settings and backends: fetcher, robots.txt cache, trap
+    filter, page repository and pipeline."""
+    fetcher = Fetcher(settings)
+    traps = TrapGuard(settings)
+    robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
+    pages = PageRepository(pages_dir) if pages_dir and settings.store_pages else None
+    pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
+                            traps.child_pattern_run, pages)
+    return CrawlEngine(settings, store, frontier, ledger, pipeline, traps, on_targets)
+
