@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
+
 from jlse.scheduler.store import open_store  # noqa: E402
 
 JLSE = [sys.executable, "-m", "jlse.cli"]

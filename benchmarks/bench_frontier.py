@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import redis
-from jlse.scheduler.redis_frontier import RedisFrontier, task_json
 
 from jlse.records import CrawlTask
+from jlse.scheduler.redis_frontier import RedisFrontier, task_json
 
 FILL_BATCH = 1000
 PAGE_LINKS = 100

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from jlse.learner.graph import build_link_graph
 from jlse.learner.learner import Learner
 from jlse.models.tokenizer import tokenize
-from jlse.scheduler.store import open_store
-
 from jlse.sandbox import vocab_en, vocab_zh
+from jlse.scheduler.store import open_store
 from jlse.settings import Settings
 
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner.json"

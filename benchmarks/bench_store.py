@@ -14,9 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from jlse.scheduler.store import CrawlStore, open_store
-
 from jlse.records import FetchRecord, NewLink, Outcome
+from jlse.scheduler.store import CrawlStore, open_store
 
 NEW_PER_PAGE = 60
 NAV_LINKS = 20

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 
 from jlse.progress import CrawlProgress
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
@@ -26,13 +27,16 @@ log = logging.getLogger(__name__)
 
 class EmbeddedCrawler:
     def __init__(self, settings: Settings, engine: CrawlEngine,
-                 progress: CrawlProgress | None = None) -> None:
+                 progress: CrawlProgress | None = None, pool: ThreadPagePool | None = None,
+                 model_version: Callable[[], int] = lambda: 0) -> None:
         if not isinstance(engine.frontier, LocalFrontier):
             raise TypeError("the embedded crawl runs on a LocalFrontier")
         self.settings = settings
         self.engine = engine
         self.frontier: LocalFrontier = engine.frontier
         self.progress = progress
+        self.pool = pool  # default: threads in this process (see run_crawl for processes)
+        self.model_version = model_version  # told to page processes with each task
         self.unfinished = 0  # pages in flight when the crawl ended: still queued
         self._next_low_at = 0.0  # monotonic time before which no "low" URL starts
         self._stopping = False
@@ -71,7 +75,7 @@ class EmbeddedCrawler:
         ``straggler_seconds`` or more): another page starts in a straggler's place, so a page
         that hangs never holds the crawl. When the budget is written, the pages still in
         flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
-        pool = ThreadPagePool(self.engine.process, 2 * self.settings.concurrency)
+        pool = self.pool or ThreadPagePool(self.engine.process, 2 * self.settings.concurrency)
         try:
             reason = self._loop(pool)
         except KeyboardInterrupt:
@@ -101,6 +105,8 @@ class EmbeddedCrawler:
                 time.sleep(min(max(self.frontier.next_ready_in() or 0.0, 0.005), 0.2))
                 continue
             self._write_all(pool.collect(timeout=0.2))
+            for task in pool.take_lost():  # its page process died: fetch it again
+                self.frontier.finish(task, requeue=True)
 
     def _submit_ready(self, pool: ThreadPagePool) -> None:
         concurrency = self.settings.concurrency
@@ -118,7 +124,7 @@ class EmbeddedCrawler:
             if not self.engine.admit(task):
                 self._show(counted=False)
                 continue
-            pool.submit(task)
+            pool.submit(task, self.model_version())
             if task.priority < low_below:
                 self._next_low_at = time.monotonic() + self.settings.politeness_delay
 

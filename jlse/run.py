@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jlse.embedded import EmbeddedCrawler
-from jlse.learner.background import BackgroundLearner, QTableHolder
+from jlse.learner.background import BackgroundLearner, QTableHolder, qtable_file_name
 from jlse.learner.context_graph import ContextGraphLearner
+from jlse.models import tokenizer
 from jlse.models.context_graph import ContextGraphStrategy
 from jlse.models.qtable import QTable
 from jlse.models.strategies import Strategy
@@ -22,6 +25,7 @@ from jlse.scheduler.store.base import CrawlStore
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
 from jlse.workers.engine import CPU_STAGES, build_engine, cpu_counter, local_backends
+from jlse.workers.page_pool import ProcessPagePool
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +59,13 @@ def run_crawl(
     strategy = make_strategy(settings.strategy, settings, model, holder.get)
     store = open_store(store_url)
     log_handler = _log_to_file(workdir / "crawl.log")
-    learner = None
+    learner = crawler = None
     try:
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
         crawler = _build_crawler(settings, store, strategy, model, workdir, progress, learner,
-                                 resuming)
+                                 resuming, holder)
         if learner is not None:
             learner.start()
         if resuming:
@@ -81,6 +85,8 @@ def run_crawl(
     finally:
         if learner is not None:
             learner.stop()
+        if crawler is not None and crawler.pool is not None:
+            crawler.pool.close()
         store.close()
         logging.getLogger().removeHandler(log_handler)
         log_handler.close()
@@ -88,12 +94,47 @@ def run_crawl(
 
 def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, model,
                    workdir: Path, progress: bool | None, learner: BackgroundLearner | None,
-                   resuming: bool) -> EmbeddedCrawler:
+                   resuming: bool, holder: QTableHolder) -> EmbeddedCrawler:
+    """The engine, its page pool (forked before any thread of the crawl starts) and the
+    progress bar."""
     frontier, ledger = local_backends(settings, store if resuming else None)
     engine = build_engine(settings, store, frontier, ledger, strategy, model, workdir / "pages",
                           on_targets=None if learner is None else learner.notify)
+    pool = None
+    processes = page_processes(settings, strategy)
+    if processes:
+        if model is not None:  # built once here and shared, not once per page process
+            tokenizer.prepare(["中文"])
+        threads = -(-2 * settings.concurrency // processes)
+        pool = ProcessPagePool(engine.process, processes, threads,
+                               refresh=_qtable_loader(holder, workdir / "qtables"))
     bar = CrawlProgress(settings.max_pages, enabled=progress)
-    return EmbeddedCrawler(settings, engine, bar)
+    return EmbeddedCrawler(settings, engine, bar, pool, model_version=lambda: holder.version)
+
+
+def page_processes(settings: Settings, strategy: Strategy) -> int:
+    """How many page processes the embedded crawl forks (0: threads only)."""
+    if strategy.learns == "pages":  # its page log must live in the crawl process
+        return 0
+    if settings.page_processes >= 0:
+        return settings.page_processes
+    cores = os.cpu_count() or 1
+    return cores if cores > 1 else 0
+
+
+def _qtable_loader(holder: QTableHolder, directory: Path) -> Callable[[int], bool]:
+    """In a page process: load the Q-table version the crawl process has (saved by the
+    learner); False while its file is not there yet."""
+    def load(version: int) -> bool:
+        if version <= holder.version:
+            return True
+        try:
+            holder.set(QTable.load(directory / qtable_file_name(version)))
+        except (OSError, ValueError):
+            return False
+        return True
+
+    return load
 
 
 def _background_learner(settings: Settings, strategy, store_url: str, holder: QTableHolder,

@@ -34,6 +34,9 @@ class Settings:
     # embedded: a page in flight this long holds no budget or concurrency slot (another starts
     # in its place); when the budget is written, such pages are left queued for --resume
     straggler_seconds: float = 2.0
+    # embedded: processes that fetch, parse and classify pages (-1: one per CPU core when there
+    # are several; 0: threads of the crawl process, one core)
+    page_processes: int = -1
     expand_targets: bool = False  # paper: target (detail) pages are not expanded
     hard_focus: bool = True  # focused strategies: irrelevant pages are not expanded
     relevance_threshold: float = 0.5  # P(relevant|page) at or above this is relevant
@@ -119,6 +122,9 @@ class Settings:
         if self.host_concurrency > 1 and self.politeness_delay > 0:
             raise SettingsError("host_concurrency: more than 1 request per host is for servers "
                                 "you run; it needs politeness_delay=0")
+        if self.page_processes < -1:
+            raise SettingsError(f"page_processes: -1 (one per core), 0 (threads) or a count, "
+                                f"got {self.page_processes}")
         if self.max_outstanding < 0:
             raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
         if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task

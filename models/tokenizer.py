@@ -53,7 +53,7 @@ _COMBINING_MARK = re.compile("[\u0300-\u036f]")
 _APOSTROPHES = ("\u2019", "\u2018", "\u02bc")  # replaced one by one: str.translate is slow here
 _CACHED_TEXT_CHARS = 200  # whole texts up to this length are cached (anchor texts)
 _CACHED_RUN_CHARS = 40  # Chinese runs up to this length are cached (clauses, not paragraphs)
-_CACHED_RUNS = 65_536
+_CACHED_RUNS = 16_384  # ~10 MB; a crawl has one per page process
 # New Han runs of a text holding at least this many characters are segmented in one batch: below
 # it, the batch's fixed cost (~0.25 ms) exceeds segmenting them one by one (~0.7 us a char).
 BATCH_MIN_CHARS = 800
@@ -287,6 +287,9 @@ class _HanDictionary:
     ``children.get((node << 15) | code)`` the node one character longer. ``log_prob[i]`` is
     ``log(count) - log(total)`` as :func:`_segment_run` computes it, NaN for a prefix that is no
     word. Token ids past the nodes stand for lone characters (``strings[n_nodes + code - 1]``).
+    The strings are kept as one text and offsets (``word``): a crawl's page processes share
+    this dictionary copy-on-write, and handing out the stored word objects would write their
+    reference counts, copying the pages they sit on into every process.
     """
 
     def __init__(self, freq: dict[str, int], total: float) -> None:
@@ -303,7 +306,15 @@ class _HanDictionary:
         parents = _parents(codes, starts, lengths, self.root)
         self.children = _BucketTable((parents[singles:] << _CODE_BITS) | last[singles:],
                                      np.arange(singles, len(words), dtype=np.int32))
-        self.strings = words + [chr(_HAN_FIRST + offset) for offset in range(_N_CODES)]
+        strings = words + [chr(_HAN_FIRST + offset) for offset in range(_N_CODES)]
+        self.text = "".join(strings)
+        self.offsets = np.cumsum([0, *map(len, strings)])  # an array: no int objects to share
+
+    def words(self, ids: np.ndarray) -> list[str]:
+        """The strings of token ids, each a new object."""
+        text = self.text
+        starts, ends = self.offsets[ids].tolist(), self.offsets[ids + 1].tolist()
+        return [text[start:end] for start, end in zip(starts, ends, strict=True)]
 
 
 def _han_entries(freq: dict[str, int]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray,
@@ -385,7 +396,7 @@ def _ready_dictionary() -> _HanDictionary | None:
 def _segment_batch(runs: list[str], dictionary: _HanDictionary) -> list[tuple[str, ...]]:
     """:func:`_segment_run` of each run, all runs at once by :func:`_han_words`."""
     starts, ids = _han_words("\n".join(runs), dictionary)
-    words = list(map(dictionary.strings.__getitem__, ids.tolist()))
+    words = dictionary.words(ids)
     run_starts = np.cumsum([0] + [len(run) + 1 for run in runs[:-1]])
     bounds = [*np.searchsorted(starts, run_starts).tolist(), len(words)]
     return [tuple(words[begin:end]) for begin, end in zip(bounds[:-1], bounds[1:], strict=True)]

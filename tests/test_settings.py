@@ -40,7 +40,7 @@ def test_wrong_type_is_named(key, value):
 
 
 @pytest.mark.parametrize("key,value", [
-    ("max_pages", 0), ("strategy", "random-walk"), ("relevance_threshold", 1.5),
+    ("max_pages", 0), ("relevance_threshold", 1.5),  # strategy names: test_strategies.py
     ("read_timeout", 0), ("field_weights", [1, 2]), ("host_concurrency", 0),
     ("host_concurrency", 4),  # with the default politeness_delay: refused
 ])

@@ -1,21 +1,37 @@
-"""Where the embedded crawl runs its pages: a pool of daemon threads.
+"""Where the embedded crawl runs its pages: daemon threads, or forked page processes.
 
-The crawl's writer thread submits tasks and collects ``PageResult``s. The threads are daemons
-so a page that hangs (a server trickling its headers, a read that never ends) never keeps the
-process alive after the crawl is over: the crawl leaves such a page queued (``--resume``
-fetches it again) instead of waiting for it.
+The crawl's writer thread submits tasks and collects ``PageResult``s; both pools offer the same
+methods. ``ThreadPagePool`` runs ``CrawlEngine.process`` on threads of the crawl process (one
+core: the GIL). ``ProcessPagePool`` forks page processes, each running the pipeline on its own
+threads, so parsing and classifying use every core while the crawl process alone owns the
+frontier and the database. Tasks and results cross the pipes as JSON (no pickle). A host always
+goes to the same process, so each host's robots.txt is fetched once.
+
+Threads and processes are daemons: a page that hangs (a server trickling its headers) never
+keeps the crawl alive after its end; such a page stays queued for ``--resume``.
 """
 
 from __future__ import annotations
 
+import gc
+import json
+import logging
+import multiprocessing
+import os
 import queue
+import signal
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 
 from jlse.records import CrawlTask
+from jlse.scheduler.urls import host_of
 from jlse.workers.pipeline import PageResult
+
+log = logging.getLogger(__name__)
 
 _STOP = None
 
@@ -24,6 +40,7 @@ _STOP = None
 class InFlight:
     task: CrawlTask
     started: float  # monotonic
+    worker: int = 0  # the page process running it
 
 
 class ThreadPagePool:
@@ -40,7 +57,7 @@ class ThreadPagePool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, task: CrawlTask) -> None:
+    def submit(self, task: CrawlTask, model_version: int = 0) -> None:
         self._next_id += 1
         self._in_flight[self._next_id] = InFlight(task, self._clock())
         self._tasks.put((self._next_id, task))
@@ -68,6 +85,10 @@ class ThreadPagePool:
         now = self._clock()
         return sum(now - page.started >= after for page in self._in_flight.values())
 
+    def take_lost(self) -> list[CrawlTask]:
+        """Tasks whose page process died: the caller queues them again (none for threads)."""
+        return []
+
     def abandon(self) -> list[CrawlTask]:
         """Forget the pages in flight (their results will be dropped); their tasks."""
         tasks = [page.task for page in self._in_flight.values()]
@@ -83,3 +104,124 @@ class ThreadPagePool:
         while (item := self._tasks.get()) is not _STOP:
             key, task = item
             self._results.put((key, self._process(task)))  # process never raises
+
+
+class ProcessPagePool(ThreadPagePool):
+    """``processes`` forked page processes with ``threads`` threads each.
+
+    ``refresh(version)`` runs in a page process before a task whose ``model_version`` is new
+    to it (a learning strategy's model, e.g. loading a Q-table the learner saved); it returns
+    False to be asked again with the next task. Fork, so build the pool before the crawl
+    starts its own threads."""
+
+    def __init__(self, process: Callable[[CrawlTask], PageResult], processes: int,
+                 threads: int, refresh: Callable[[int], bool] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._in_flight: dict[int, InFlight] = {}
+        self._next_id = 0
+        self._lost: list[CrawlTask] = []
+        context = multiprocessing.get_context("fork")
+        # What exists now (modules, the topic model, jieba's dictionary) is shared with the
+        # page processes copy-on-write; the garbage collector would touch every object and
+        # copy its page into each process, so it leaves these objects alone from now on.
+        gc.collect()
+        gc.freeze()
+        self._conns: list[Connection | None] = []
+        self._procs = []
+        for number in range(processes):
+            mine, theirs = context.Pipe(duplex=True)
+            # the child closes the crawl's ends of the pipes: a page process must see EOF when
+            # the crawl process dies, even if killed
+            crawl_ends = [conn for conn in self._conns if conn is not None] + [mine]
+            proc = context.Process(target=_page_process, name=f"jlse-pages-{number}",
+                                   args=(theirs, crawl_ends, process, threads, refresh),
+                                   daemon=True)
+            proc.start()
+            theirs.close()
+            self._conns.append(mine)
+            self._procs.append(proc)
+
+    def submit(self, task: CrawlTask, model_version: int = 0) -> None:
+        worker = self._worker_for(task.url)
+        self._next_id += 1
+        self._in_flight[self._next_id] = InFlight(task, self._clock(), worker)
+        message = json.dumps([self._next_id, task.to_dict(), model_version], ensure_ascii=False)
+        try:
+            self._conns[worker].send_bytes(message.encode("utf-8", "surrogatepass"))
+        except OSError:
+            self._worker_died(worker)
+
+    def _worker_for(self, url: str) -> int:
+        live = [n for n, conn in enumerate(self._conns) if conn is not None]
+        if not live:
+            raise RuntimeError("every page process has died; continue with --resume")
+        return live[zlib.crc32(host_of(url).encode("utf-8", "surrogatepass")) % len(live)]
+
+    def collect(self, timeout: float) -> list[PageResult]:
+        results = []
+        for conn in wait([c for c in self._conns if c is not None], timeout):
+            worker = self._conns.index(conn)
+            try:
+                while conn.poll():
+                    key, _, body = conn.recv_bytes().partition(b"\n")
+                    if self._in_flight.pop(int(key), None) is not None:  # not abandoned
+                        results.append(PageResult.from_json(body))
+            except (EOFError, OSError):
+                self._worker_died(worker)
+        return results
+
+    def _worker_died(self, worker: int) -> None:
+        log.error("page process %d died; its %d pages go back to the frontier", worker,
+                  sum(page.worker == worker for page in self._in_flight.values()))
+        self._conns[worker] = None
+        for key in [k for k, page in self._in_flight.items() if page.worker == worker]:
+            self._lost.append(self._in_flight.pop(key).task)
+
+    def take_lost(self) -> list[CrawlTask]:
+        lost, self._lost = self._lost, []
+        return lost
+
+    def close(self) -> None:
+        """End the page processes (pages still running in them are abandoned)."""
+        for conn in self._conns:
+            if conn is not None:
+                conn.close()
+        for proc in self._procs:
+            proc.join(timeout=1.0)
+            if proc.is_alive():
+                proc.terminate()
+
+
+def _page_process(conn: Connection, crawl_ends: list[Connection],
+                  process: Callable[[CrawlTask], PageResult], threads: int,
+                  refresh: Callable[[int], bool] | None) -> None:
+    """A page process: tasks in, results out, until the crawl closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the crawl process's to handle
+    for end in crawl_ends:
+        end.close()
+    tasks: queue.SimpleQueue[tuple[int, CrawlTask] | None] = queue.SimpleQueue()
+    send_lock = threading.Lock()
+
+    def work() -> None:
+        while (item := tasks.get()) is not None:
+            key, task = item
+            body = process(task).to_json()  # process never raises
+            try:
+                with send_lock:
+                    conn.send_bytes(b"%d\n" % key + body)
+            except OSError:  # the crawl closed the pipe: it is over
+                os._exit(0)
+
+    for number in range(threads):
+        threading.Thread(target=work, name=f"page-{number}", daemon=True).start()
+    version = -1
+    try:
+        while True:
+            key, task, model_version = json.loads(conn.recv_bytes())
+            if refresh is not None and model_version != version and refresh(model_version):
+                version = model_version
+            tasks.put((key, CrawlTask.from_dict(task)))
+    except (EOFError, OSError):
+        pass
+    os._exit(0)  # daemon threads may be inside a hanging fetch: do not wait for them

@@ -8,6 +8,7 @@ raises: anything unexpected becomes ``Outcome.ERROR`` with the reason logged.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -53,6 +54,35 @@ class PageResult:
     crawl_delay: float | None = None
     links: list[NewLink] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage
+
+    def to_json(self) -> bytes:
+        """JSON for another process (a page process to the crawl's writer): no pickle."""
+        return json.dumps({
+            "task": self.task.to_dict(),
+            "fetch": None if self.fetch is None else self.fetch.to_dict(),
+            "rejected": None if self.rejected is None else [self.rejected[0].value,
+                                                             self.rejected[1]],
+            "requeue_after": self.requeue_after, "crawl_delay": self.crawl_delay,
+            "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
+                       link.priority, link.pattern_run, link.redirect_hops]
+                      for link in self.links],
+            "cpu": self.cpu,
+        }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> PageResult:
+        data = json.loads(raw.decode("utf-8", "surrogatepass"))
+        rejected = data["rejected"]
+        return cls(
+            task=CrawlTask.from_dict(data["task"]),
+            fetch=None if data["fetch"] is None else FetchRecord.from_dict(data["fetch"]),
+            rejected=None if rejected is None else (Outcome(rejected[0]), rejected[1]),
+            requeue_after=data["requeue_after"], crawl_delay=data["crawl_delay"],
+            links=[NewLink(url, parent, depth, anchor, context, priority, run, hops)
+                   for url, parent, depth, anchor, context, priority, run, hops
+                   in data["links"]],
+            cpu=data["cpu"],
+        )
 
 
 class _Stopwatch:

@@ -6,7 +6,7 @@ import gzip
 import hashlib
 import logging
 import os
-import tempfile
+import threading
 import zlib
 from pathlib import Path
 
@@ -20,6 +20,7 @@ class PageRepository:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._made_dirs: set[str] = set()  # sub-folders known to exist (one mkdir each)
 
     def path_for(self, url: str) -> Path:
         """Where the page of ``url`` is (or would be) stored."""
@@ -32,11 +33,17 @@ class PageRepository:
         Raises ``OSError`` (after removing its temporary file) if the disk refuses the write.
         """
         path = self.path_for(url)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # mtime=0: the same body always gives the same file.
-        data = gzip.compress(bytes(body), compresslevel=6, mtime=0)
-        handle, temp_name = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        folder = str(path.parent)
+        if folder not in self._made_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(folder)
+        # mtime=0: the same body always gives the same file. Level 1: less CPU than the default,
+        # files about 5% larger.
+        data = gzip.compress(bytes(body), compresslevel=1, mtime=0)
+        # one temporary name per process and thread: a writer never meets another's file
+        temp_name = f"{folder}/.tmp-{os.getpid()}-{threading.get_ident()}"
         try:
+            handle = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             with os.fdopen(handle, "wb") as temp:
                 temp.write(data)
             os.replace(temp_name, path)
