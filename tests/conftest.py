@@ -102,21 +102,26 @@ def sandbox(sandbox_web) -> Iterator:
         server.stop()
 
 
+def real_redis(url: str):
+    """A client of the real Redis at ``url``; an unreachable one fails the test (never a skip)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis is not reachable at {url} ({exc}); run `make services`",
+                    pytrace=False)
+    return client
+
+
 @pytest.fixture()
 def registry() -> Iterator:
     """A crawl registry on the real Redis (``JLSE_TEST_REDIS``) under a private key prefix,
     deleted afterwards. An unreachable Redis fails the test."""
-    import redis
-
     from jlse.scheduler.crawl_registry import CrawlRegistry
 
-    url = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
-    client = redis.Redis.from_url(url, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except redis.ConnectionError as exc:
-        pytest.fail(f"Redis is not reachable at {url} ({exc}); run `make services`",
-                    pytrace=False)
+    client = real_redis(os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0"))
     root = f"jlsetest{uuid.uuid4().hex[:8]}:"
     yield CrawlRegistry(client, root)
     keys = list(client.scan_iter(match=root + "*", count=1000))
@@ -149,16 +154,8 @@ def clock() -> FakeClock:
 def redis_client() -> Iterator:
     """A client of the real Redis (``JLSE_TEST_REDIS``, else ``REDIS_URL``); unreachable
     fails the test."""
-    import redis
-
-    url = os.environ.get("JLSE_TEST_REDIS", os.environ.get("REDIS_URL",
-                                                           "redis://127.0.0.1:6379/0"))
-    client = redis.Redis.from_url(url, socket_connect_timeout=5)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        pytest.fail(f"Redis is not reachable at {url} ({exc}); run `make services`",
-                    pytrace=False)
+    client = real_redis(os.environ.get("JLSE_TEST_REDIS", os.environ.get(
+        "REDIS_URL", "redis://127.0.0.1:6379/0")))
     yield client
     client.close()
 

@@ -39,17 +39,6 @@ def make_table(version: int, reward: float = 1.0) -> QTable:
     return build_qtable(version, ANCHORS, URLS, CONTEXTS, SRC, DST, IS_LEAF, reward=reward)
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture(scope="module")
 def redis_client():
     client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=5)
@@ -212,8 +201,7 @@ def test_pickled_blobs_are_refused_without_being_unpickled(store, redis_client):
 
 # --- the source -----------------------------------------------------------------------------
 
-def test_source_switches_to_a_new_version_within_check_every(store):
-    clock = FakeClock()
+def test_source_switches_to_a_new_version_within_check_every(store, clock):
     source = RedisQTableSource(store, check_every=2.0, clock=clock)
     assert source() is None
     store.publish(make_table(1))
@@ -230,8 +218,8 @@ def test_source_switches_to_a_new_version_within_check_every(store):
     np.testing.assert_allclose(table.predicted(*LINKS), make_table(2, reward=2.0).predicted(*LINKS))
 
 
-def test_source_keeps_the_old_table_on_a_corrupt_blob_and_warns_once(store, redis_client, caplog):
-    clock = FakeClock()
+def test_source_keeps_the_old_table_on_a_corrupt_blob_and_warns_once(store, redis_client, caplog,
+                                                                     clock):
     source = RedisQTableSource(store, check_every=2.0, clock=clock)
     store.publish(make_table(1))
     assert source().version == 1
@@ -250,10 +238,9 @@ def test_source_keeps_the_old_table_on_a_corrupt_blob_and_warns_once(store, redi
     assert source().version == 3
 
 
-def test_source_survives_an_unreachable_redis(caplog):
+def test_source_survives_an_unreachable_redis(caplog, clock):
     client = redis.Redis.from_url(CLOSED_PORT_URL, socket_connect_timeout=1)
     previous = make_table(5)
-    clock = FakeClock()
     source = RedisQTableSource(RedisQTableStore(client, "jlse:test:unreachable:"),
                                holder=QTableHolder(previous), check_every=2.0, clock=clock)
     with caplog.at_level(logging.WARNING, logger="jlse.learner.publish"):
@@ -268,8 +255,7 @@ def test_source_survives_an_unreachable_redis(caplog):
         source.store.current_version()  # the store itself raises; only the source absorbs
 
 
-def test_source_retries_a_version_whose_blob_is_missing(store, redis_client):
-    clock = FakeClock()
+def test_source_retries_a_version_whose_blob_is_missing(store, redis_client, clock):
     source = RedisQTableSource(store, check_every=2.0, clock=clock)
     store.publish(make_table(1))
     assert source().version == 1
