@@ -46,7 +46,7 @@ class EmbeddedCrawler:
         return self.frontier.counters()
 
     def fetched(self) -> int:
-        return self.frontier.counters().get("fetched", 0)
+        return self.frontier.counter("fetched")
 
     # --- setup -------------------------------------------------------------------------
     def add_seeds(self, seeds: list[str], priority: float) -> None:

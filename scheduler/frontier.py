@@ -184,6 +184,10 @@ class LocalFrontier(Frontier):
     def counters(self) -> dict[str, int]:
         return dict(self._counters)
 
+    def counter(self, name: str) -> int:
+        """One counter, without copying them all (the embedded loop reads it per page)."""
+        return self._counters[name]
+
     def in_flight(self) -> int:
         return len(self._in_flight)
 
