@@ -1,19 +1,40 @@
-# jlse - common tasks. `make install` once, then `make demo` and `make test`.
+# jlse - common tasks. `make install` once, then `make demo`; developers: `make dev`, `make test`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+STAMP  := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+# pip shows setuptools' note on editable installs of this layout (jlse/ is the package's own
+# folder, mapped on purpose); it is harmless, so it is not shown.
+PIP    := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip
 
-.PHONY: install demo test test-fast bench lint services clean \
+.PHONY: install dev install-dev demo test test-fast bench lint services clean \
         cluster-up cluster-down worker learner dispatcher flower status
 
+# install: what crawls need (embedded and distributed mode); dev: also the test and lint tools.
 install: $(STAMP)
+dev install-dev: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml
-	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
+	  { echo "jlse needs Python 3.10 or newer; $(PYTHON) is $$($(PYTHON) --version 2>&1)." \
+	         "Use e.g. make install PYTHON=python3.11"; exit 1; }
+	@echo "jlse: creating the virtual environment $(VENV) ($$($(PYTHON) --version 2>&1))"
+	$(PYTHON) -m venv $(VENV)
+	@echo "jlse: updating pip in $(VENV)"
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	@echo "jlse: installing jlse and its dependencies (numpy, scipy, scikit-learn, lxml," \
+	      "jieba, celery, redis, psycopg2...) into $(VENV); a few minutes the first time"
+	$(PIP) install --progress-bar off -e '.[distributed]'
+	@echo "jlse: installed; try: make demo, or $(BIN)/jlse --help"
+	touch $@
+
+$(DEV_STAMP): $(STAMP) pyproject.toml
+	@echo "jlse: installing the development tools (pytest, hypothesis, ruff, import-linter)"
+	$(PIP) install --progress-bar off -e '.[dev]'
+	touch $@
 
 demo: install
 	$(BIN)/jlse demo
@@ -21,20 +42,20 @@ demo: install
 services:
 	scripts/ensure-services.sh
 
-test: install services
+test: dev services
 	$(BIN)/pytest -q
 
-test-fast: install services
+test-fast: dev services
 	$(BIN)/pytest -q -m "not slow"
 
-bench: install
+bench: dev
 	$(BIN)/python benchmarks/run_all.py
 
 # lint-imports reads the source tree, where jlse.models etc. live outside jlse/: it runs on a
 # tree of symlinks shaped like the installed package (see [tool.setuptools.package-dir]).
 IMPORT_TREE := $(VENV)/import-tree
 
-lint: install
+lint: dev
 	$(BIN)/ruff check .
 	rm -rf $(IMPORT_TREE) && mkdir -p $(IMPORT_TREE)/jlse
 	ln -s $(CURDIR)/jlse/* $(IMPORT_TREE)/jlse/

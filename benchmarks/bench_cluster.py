@@ -54,8 +54,12 @@ START_TIMEOUT = 120.0
 CRAWL_TIMEOUT = 600.0
 
 
+WORKER_ENV: dict[str, str] = {}  # a worker's own proxy and database (never from Redis)
+
+
 def role_env() -> dict[str, str]:
-    env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=KEY_PREFIX, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=KEY_PREFIX, PYTHONUNBUFFERED="1",
+               **WORKER_ENV)
     env.pop("CELERY_BROKER_URL", None)  # the default: db 1 of REDIS_URL's server
     return env
 
@@ -415,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                        check=True, capture_output=True)
         try:
             with sandbox_server(cfg.latency, tmp) as sandbox, private_database() as database:
+                WORKER_ENV.update(JLSE_PROXY=sandbox[0], DATABASE_URL=database)
                 for n_workers in cfg.worker_counts:
                     rows.append(run_distributed(n_workers, cfg, topic, sandbox, database, tmp))
                     _progress(rows[-1])

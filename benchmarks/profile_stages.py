@@ -44,9 +44,9 @@ RULES: tuple[tuple[str, str], ...] = (
     ("trap filter", r"/scheduler/traps\.py"),
     ("strategy scoring", r"/models/strateg"),
     ("classify", r"/models/|page_text \("),
-    ("parse: canonicalise", r"/scheduler/urls\.py.*/workers/parser\.py|"
-                            r"/workers/parser\.py.*/scheduler/urls\.py"),
-    ("parse: lxml + links", r"/workers/parser\.py|/lxml/"),
+    ("parse: canonicalise", r"/scheduler/urls\.py.*/workers/parser(_links)?\.py|"
+                            r"/workers/parser(_links)?\.py.*/scheduler/urls\.py"),
+    ("parse: lxml + links", r"/workers/parser(_links)?\.py|/lxml/"),
     ("fetch: robots.txt", r"/scheduler/robots\.py"),
     ("fetch: decode", r"/workers/charset\.py"),
     ("fetch (requests/urllib3)", r"/workers/fetcher\.py|/requests/|/urllib3/|/http/client"),

@@ -3,38 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import logging
 import os
 import shlex
 import sys
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from jlse.settings import SettingsError
+from jlse.cli_support import (
+    LOG_LEVELS,
+    HelpFormatter,
+    Parser,
+    describe_commands,
+    log_to_terminal,
+    port_number,
+    quiet_broken_pipe,
+    version,
+)
+from jlse.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    UnavailableError,
+    explain,
+)
+from jlse.settings import command_overrides
 
 log = logging.getLogger("jlse")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_ERROR = EXIT_UNAVAILABLE  # a file or service the command needs is not there
 
 
-def _setting_pairs(pairs: list[str]) -> dict[str, Any]:
-    """``--set key=value`` flags as a dict (values are typed by the settings validator)."""
-    result: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise SettingsError(f"--set {pair!r}: expected key=value")
-        result[key.strip()] = value.strip()
-    return result
+def _crawl_exit(summary: Any) -> int:
+    """Exit 4, with a line saying so, when no seed host could be reached at all."""
+    if not summary.reached_nothing:
+        return EXIT_OK
+    print("error: no page was fetched: no seed host could be reached (DNS, connection or "
+          "robots.txt failures; see the outcomes above and crawl.log)", file=sys.stderr)
+    return EXIT_UNREACHABLE
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
     from jlse.run import run_crawl
 
-    overrides = _setting_pairs(args.set or [])
-    overrides.update({"max_pages": args.max_pages, "strategy": args.strategy,
-                      "concurrency": args.concurrency})
+    overrides = command_overrides(args.set, {"max_pages": args.max_pages,
+                                             "strategy": args.strategy,
+                                             "concurrency": args.concurrency})
     if args.frontier:
         return _crawl_distributed(args, overrides)
     summary = run_crawl(args.topic, overrides, workdir=args.workdir, store_url=args.store,
@@ -42,7 +63,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
                         progress=False if args.no_progress else None)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
     if summary.reason != "interrupted":
-        return EXIT_OK
+        return _crawl_exit(summary)
     print(f"interrupted: the pages in flight were finished and saved; continue the crawl with\n"
           f"  {_resume_command(args)}", file=sys.stderr)
     return EXIT_INTERRUPTED
@@ -64,13 +85,15 @@ def _crawl_distributed(args: argparse.Namespace, overrides: dict[str, Any]) -> i
         print("error: --frontier needs a PostgreSQL crawl database: --store postgresql://... "
               "(or DATABASE_URL)", file=sys.stderr)
         return EXIT_USAGE
+    cluster.use_redis(args.frontier)  # the workers' liveness is asked of the same Redis
     crawl_id = cluster.register_crawl(args.topic, overrides, store_url, args.frontier,
                                       args.crawl_id, resume=args.resume)
     summary = cluster.follow_crawl(args.frontier, crawl_id,
-                                   progress=False if args.no_progress else None)
+                                   progress=False if args.no_progress else None,
+                                   store_url=store_url)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
     if summary.reason != "interrupted":
-        return EXIT_OK
+        return _crawl_exit(summary)
     print(f"interrupted: crawl {crawl_id} is stopped (tasks already sent to the workers still "
           f"finish); continue it with\n  {_resume_command(args)}", file=sys.stderr)
     return EXIT_INTERRUPTED
@@ -123,12 +146,13 @@ def _add_cluster_parsers(sub: Any) -> None:
     worker.add_argument("--concurrency", type=int, default=2, help="worker processes")
     learner = sub.add_parser("learner", help="distributed mode: the Celery learner worker")
     status = sub.add_parser("status", help="distributed mode: crawls and workers")
-    status.add_argument("--crawl-id")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--crawl-id", help="one crawl (default: every registered crawl)")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.add_argument("--timeout", type=float, default=1.0, help="worker ping timeout (s)")
     frontier = sub.add_parser("frontier", help="distributed mode: frontier maintenance")
-    frontier.add_argument("action", choices=("rebuild",))
-    frontier.add_argument("--crawl-id", required=True)
+    frontier.add_argument("action", choices=("rebuild",),
+                          help="rebuild: refill the frontier from the crawl database")
+    frontier.add_argument("--crawl-id", required=True, help="the crawl to rebuild")
     frontier.add_argument("--store", help="crawl database URL (default: the registered one)")
     for role in (worker, learner):
         role.add_argument("--hostname", help="Celery node name, e.g. w1@%%h")
@@ -142,23 +166,42 @@ def _add_cluster_parsers(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from jlse.export import export_pages
+    from jlse.export import CONTENT_FIELDS, DEFAULT_FIELDS, PageContents, export_pages, parse_fields
     from jlse.scheduler.store import open_store
 
-    store_url = args.store or f"sqlite:///{(Path(args.workdir) / 'crawl.db').resolve()}"
-    if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).exists():
-        print(f"error: no crawl database at {store_url}", file=sys.stderr)
+    fields = parse_fields(args.fields) if args.fields else \
+        (CONTENT_FIELDS if args.content else DEFAULT_FIELDS)
+    if args.html and "html" not in fields:
+        fields = (*fields, "html")
+    workdir = Path(args.workdir)
+    store_url = args.store or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
+    if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).is_file():
+        print(f"error: no crawl database at {store_url[len('sqlite:///'):]}", file=sys.stderr)
         return EXIT_ERROR
-    min_relevance = None if args.all else args.min_relevance
-    with open_store(store_url) as store:
-        out = open(args.out, "w", encoding="utf-8", newline="") if args.out else sys.stdout
-        try:
-            count = export_pages(store, out, args.format, min_relevance, args.targets_only)
-        finally:
-            if args.out:
-                out.close()
+    contents = PageContents(Path(args.pages) if args.pages else workdir / "pages",
+                            Path(args.warc) if args.warc else workdir / "warc")
+    try:
+        with open_store(store_url, read_only=True) as store, _export_output(args.out) as out:
+            count = export_pages(store, out, args.format, None if args.all else args.min_relevance,
+                                 args.targets_only, fields, args.times, contents)
+    except BrokenPipeError:  # `jlse export | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     print(f"exported {count} pages", file=sys.stderr)
+    if contents.missing:
+        print(f"note: {contents.missing} pages have no stored copy (page repository and WARC "
+              "files), so their text/html is empty", file=sys.stderr)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _export_output(path: str | None) -> Iterator[TextIO]:
+    """The export's output file (standard output without ``--out``)."""
+    if not path:
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8", newline="") as handle:  # OSError: one line (errors.py)
+        yield handle
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
@@ -178,7 +221,12 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
         print(f"topic directory written to {path}")
         return EXIT_OK
     server = SandboxServer(web, host=args.host, port=args.port, latency=args.latency)
-    server.start()
+    try:
+        server.start()
+    except OSError as exc:  # port in use, or an address this machine does not have
+        hint = " (pick another --port)" if exc.errno == errno.EADDRINUSE else ""
+        raise UnavailableError(f"cannot serve on {args.host}:{args.port}: "
+                               f"{exc.strerror or exc}{hint}") from exc
     print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages; "
           f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url}  (Ctrl+C stops)", flush=True)
     try:
@@ -211,7 +259,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         checkpoints=tuple(int(v) for v in args.checkpoints.split(",")),
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
-        overrides=_setting_pairs(args.set),
+        overrides=command_overrides(args.set, {}),
     )
     print(report.render())
     return EXIT_OK
@@ -220,65 +268,112 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from jlse.demo import run_demo
 
-    return run_demo(args.topic, args.max_pages, Path(args.workdir), args.strategy)
+    overrides = command_overrides(args.set, {"max_pages": args.max_pages,
+                                             "strategy": args.strategy})
+    return _crawl_exit(run_demo(args.topic, Path(args.workdir), overrides))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jlse", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log INFO to the terminal")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    crawl = sub.add_parser("crawl", help="crawl for a topic")
+def _add_crawl_parser(sub: Any) -> None:
+    crawl = sub.add_parser("crawl", help="crawl the web for a topic (embedded, or distributed "
+                           "with --frontier)")
     crawl.add_argument("--topic", required=True, type=Path, help="topic directory")
-    crawl.add_argument("--max-pages", type=int, help="page budget (robots.txt not counted)")
-    crawl.add_argument("--strategy", help="link strategy (default: auto); an unknown name "
-                       "lists the available ones")
-    crawl.add_argument("--concurrency", type=int)
-    crawl.add_argument("--store", help="crawl database URL (sqlite:///... or postgresql://...)")
-    crawl.add_argument("--frontier", help="redis://... frontier (distributed mode)")
-    crawl.add_argument("--crawl-id", help="distributed mode: default the topic name")
-    crawl.add_argument("--workdir", type=Path, help="default: runs/<topic name>")
+    crawl.add_argument("--max-pages", type=int, help="page budget, robots.txt not counted "
+                       "(default: max_pages of topic.toml, else 1000)")
+    crawl.add_argument("--strategy", help="link strategy (default: strategy of topic.toml, "
+                       "else auto); an unknown name lists the available ones")
+    crawl.add_argument("--concurrency", type=int, help="pages in flight at once (default: "
+                       "concurrency of topic.toml, else 16)")
+    crawl.add_argument("--store", help="crawl database URL, sqlite:///... or postgresql://... "
+                       "(default: WORKDIR/crawl.db)")
+    crawl.add_argument("--frontier", help="redis://... frontier: distributed mode (needs "
+                       "jlse[distributed], a dispatcher and workers)")
+    crawl.add_argument("--crawl-id", help="distributed mode: the crawl's id (default: the "
+                       "topic name)")
+    crawl.add_argument("--workdir", type=Path, help="where the crawl keeps its files "
+                       "(default: runs/<topic name>)")
     crawl.add_argument("--resume", action="store_true", help="continue the crawl in the store")
     crawl.add_argument("--fresh", action="store_true", help="delete the workdir's crawl first")
-    crawl.add_argument("--set", action="append", metavar="KEY=VALUE", help="any setting")
-    crawl.add_argument("--no-progress", action="store_true")
+    crawl.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="any setting (repeatable); the flags above win over it")
+    crawl.add_argument("--no-progress", action="store_true", help="no progress bar")
     crawl.add_argument("--json", action="store_true", help="print the summary as JSON")
     crawl.set_defaults(func=cmd_crawl)
 
-    export = sub.add_parser("export", help="export relevant/target pages with scores")
-    export.add_argument("--workdir", default=".", help="the crawl's workdir (crawl.db inside)")
-    export.add_argument("--store", help="crawl database URL instead of --workdir")
-    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="jlse", formatter_class=HelpFormatter,
+                    description="A focused web crawler: it crawls the pages on one topic and "
+                    "learns which links lead to them. `jlse COMMAND --help` tells more.",
+                    epilog="exit codes: 0 done, 1 internal error (a bug), 2 usage (bad option, "
+                    "setting or topic), 3 unavailable (a service, port, file or extra), 4 the "
+                    "crawl reached no seed host, 130 interrupted")
+    parser.add_argument("--version", action="version", version=f"jlse {version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log INFO to the terminal, and show the traceback of an error")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS,
+                        help="what the terminal shows of the log (default: WARNING; "
+                        "INFO with -v); the crawl's own crawl.log always has INFO")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_crawl_parser(sub)
+
+    export = sub.add_parser(
+        "export", help="export fetched pages with scores, and their text on request",
+        description="Write the relevant (or target, or all fetched) pages of a crawl as JSON "
+                    "lines or CSV. The crawl database is opened read-only.")
+    export.add_argument("--workdir", default=".", help="the crawl's workdir (crawl.db, pages/ "
+                        "and warc/ inside; default: the current folder)")
+    export.add_argument("--store", help="crawl database URL instead of WORKDIR/crawl.db")
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+                        help="output format (default: jsonl)")
     export.add_argument("--out", help="output file (default: standard output)")
-    export.add_argument("--min-relevance", type=float, default=0.5)
-    export.add_argument("--targets-only", action="store_true")
+    export.add_argument("--min-relevance", type=float, default=0.5,
+                        help="pages with at least this P(relevant) (default: 0.5)")
+    export.add_argument("--targets-only", action="store_true", help="target (detail) pages only")
     export.add_argument("--all", action="store_true", help="every fetched page")
+    export.add_argument("--content", action="store_true",
+                        help="also final_url, outcome, n_bytes, discovered_at, anchor_text, "
+                             "context (of the link that found the page) and the page's text")
+    export.add_argument("--html", action="store_true", help="also the page's HTML")
+    export.add_argument("--fields", help="comma-separated columns, in order (see the README); "
+                                         "overrides --content")
+    export.add_argument("--times", choices=("unix", "iso"), default="unix",
+                        help="fetched_at/discovered_at as unix seconds or ISO 8601 UTC "
+                             "(default: unix)")
+    export.add_argument("--pages", help="page repository for text/html (default: WORKDIR/pages)")
+    export.add_argument("--warc", help="WARC folder for text/html when the repository lacks a "
+                                       "page (default: WORKDIR/warc)")
     export.set_defaults(func=cmd_export)
 
-    sandbox = sub.add_parser("sandbox", help="the built-in test web")
-    sandbox.add_argument("action", choices=("serve", "truth", "topic"))
+    sandbox = sub.add_parser("sandbox", help="the built-in test web: serve it, its ground "
+                             "truth, a topic directory for it")
+    sandbox.add_argument("action", choices=("serve", "truth", "topic"),
+                         help="serve: an HTTP proxy; truth: ground truth JSON lines; topic: a "
+                         "topic directory")
     sandbox.add_argument("name", nargs="?", help="topic name (for 'topic')")
-    sandbox.add_argument("--host", default="127.0.0.1")
-    sandbox.add_argument("--port", type=int, default=8899)
-    sandbox.add_argument("--seed", type=int, default=7)
-    sandbox.add_argument("--scale", type=float, default=1.0)
+    sandbox.add_argument("--host", default="127.0.0.1", help="address to serve on")
+    sandbox.add_argument("--port", type=port_number, default=8899, help="port to serve on "
+                         "(0: any free port)")
+    sandbox.add_argument("--seed", type=int, default=7, help="the web's random seed")
+    sandbox.add_argument("--scale", type=float, default=1.0, help="pages per site, multiplied")
     sandbox.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     sandbox.add_argument("--out", default="sandbox-out", help="output path (truth/topic)")
     sandbox.set_defaults(func=cmd_sandbox)
 
     train = sub.add_parser("train", help="fit the topic's classifiers, report CV accuracy, save them")
-    train.add_argument("--topic", required=True, type=Path)
+    train.add_argument("--topic", required=True, type=Path, help="topic directory")
     train.add_argument("--out", type=Path, help="model directory (default: TOPIC/model)")
-    train.add_argument("--folds", type=int, default=5)
+    train.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     train.set_defaults(func=cmd_train)
 
     evaluate = sub.add_parser("eval", help="compare strategies on a web with ground truth")
-    evaluate.add_argument("--topics", default="phones,cameras,laptops")
-    evaluate.add_argument("--strategies", default="bfs,best-first,ata,jlse")
-    evaluate.add_argument("--budget", type=int, default=2000)
-    evaluate.add_argument("--out", default="runs/eval")
+    evaluate.add_argument("--topics", default="phones,cameras,laptops", help="sandbox topics")
+    evaluate.add_argument("--strategies", default="bfs,best-first,ata,jlse",
+                          help="strategies to compare")
+    evaluate.add_argument("--budget", type=int, default=2000, help="pages per crawl")
+    evaluate.add_argument("--out", default="runs/eval", help="report and plots directory")
     evaluate.add_argument("--seed", type=int, default=7, help="sandbox web seed")
-    evaluate.add_argument("--checkpoints", default="100,250,500,1000,1500,2000")
+    evaluate.add_argument("--checkpoints", default="100,250,500,1000,1500,2000",
+                          help="page counts at which harvest and recall are measured")
     evaluate.add_argument("--cf-sweep", help="e.g. 50,100,150,200 (jlse only)")
     evaluate.add_argument("--truth", help="ground truth JSON lines of another web")
     evaluate.add_argument("--topic-dir", action="append", metavar="NAME=DIR",
@@ -289,61 +384,43 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=cmd_eval)
 
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
-    demo.add_argument("--topic", default="phones")
-    demo.add_argument("--max-pages", type=int, default=500)
-    demo.add_argument("--strategy", default="jlse", help="link strategy")
-    demo.add_argument("--workdir", default="runs/demo")
+    demo.add_argument("--topic", default="phones", help="sandbox topic")
+    demo.add_argument("--max-pages", type=int, help="page budget (default: 500)")
+    demo.add_argument("--strategy", help="link strategy (default: jlse)")
+    demo.add_argument("--workdir", default="runs/demo", help="deleted and written anew")
+    demo.add_argument("--set", action="append", metavar="KEY=VALUE",
+                      help="any setting (repeatable); the flags above win over it")
     demo.set_defaults(func=cmd_demo)
     _add_cluster_parsers(sub)
+    describe_commands(sub)
     return parser
 
 
-def _log_to_terminal(verbose: bool) -> None:
-    """Terminal: our own warnings (every fetch outcome is in the crawl's log file instead)."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    if verbose:
-        handler.setLevel(logging.INFO)
-    else:
-        handler.setLevel(logging.WARNING)
-        handler.addFilter(lambda record: record.levelno >= logging.ERROR
-                          or record.name.startswith("jlse"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-
-
-def _usage_errors() -> tuple[type[BaseException], ...]:
-    """Errors shown as one line (exit 2). The registry's is only known once distributed mode
-    was used: importing it (and redis) up front would slow every command's start."""
-    from jlse.run import CrawlSetupError
-    from jlse.topic import TopicError
-
-    errors: list[type[BaseException]] = [SettingsError, TopicError, CrawlSetupError, ValueError]
-    registry = sys.modules.get("jlse.scheduler.crawl_registry")
-    if registry is not None:
-        errors.append(registry.RegistryError)
-    return tuple(errors)
+def _run(args: argparse.Namespace) -> int:
+    code = args.func(args)
+    sys.stdout.flush()  # here, so a reader that went away (`| head`) is seen in main
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for the --resume hint
-    _log_to_terminal(args.verbose)
+    log_to_terminal(args.log_level or ("INFO" if args.verbose else "WARNING"))
     try:
-        return args.func(args)
-    except Exception as exc:
-        if not isinstance(exc, _usage_errors()):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _run(args)
     except KeyboardInterrupt:
         hint = f"; continue with\n  {_resume_command(args)}" if args.command == "crawl" else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `jlse export | head`
-        sys.stderr.close()
+        quiet_broken_pipe()
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - every error is one line; -v adds the traceback
+        code, message = explain(exc)
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {message}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -20,18 +20,19 @@ from typing import Any
 import redis
 from tqdm import tqdm
 
+from jlse.cluster_watch import ProgressWatch
 from jlse.learner.publish import RedisQTableStore
 from jlse.models.persist import topic_model_to_bytes
 from jlse.models.strategy_catalog import make_strategy, strategy_class
 from jlse.progress import CrawlSummary
 from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, NewLink
+from jlse.redact import strip_credentials, without_credentials
 from jlse.run import CrawlSetupError
 from jlse.scheduler.crawl_registry import (
     CrawlRegistry,
     check_crawl_id,
     connect,
     settings_from_config,
-    strip_password,
 )
 from jlse.scheduler.redis_frontier import RedisFrontier
 from jlse.scheduler.store import open_store, redact_url
@@ -74,8 +75,9 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
     _check_not_running(registry, crawl_id, resume)
     model = build_topic_model(topic)
     blob = topic_model_to_bytes(model) if model is not None else None
-    config = {"crawl_id": crawl_id, "topic": topic.name, "settings": settings.to_dict(),
-              "store_url": strip_password(store_url), "seeds": topic.seeds,
+    config = {"crawl_id": crawl_id, "topic": topic.name,
+              "settings": without_credentials(settings.to_dict()),
+              "store_url": strip_credentials(store_url), "seeds": topic.seeds,
               "max_pages": settings.max_pages, "status": "starting", "reason": "",
               "created_at": time.time(), "classified": model is not None}
     with open_store(store_url) as store:
@@ -116,7 +118,7 @@ def _save_meta(store: CrawlStore, config: dict, blob: bytes | None, settings: Se
     """PostgreSQL keeps what Redis holds, so a crawl survives the loss of Redis's data."""
     store.set_meta("topic", config["topic"])
     store.set_meta("strategy", settings.strategy)
-    store.set_meta("settings", json.dumps(settings.to_dict()))
+    store.set_meta("settings", json.dumps(config["settings"]))
     store.set_meta(META_CONFIG, json.dumps(config))
     store.set_meta(META_MODEL, base64.b64encode(blob).decode("ascii") if blob else "")
 
@@ -150,27 +152,34 @@ def _add_seeds(store: CrawlStore, frontier: RedisFrontier, seeds: list[str],
 
 
 # --- following a crawl ---------------------------------------------------------------------
-def follow_crawl(frontier_url: str, crawl_id: str, progress: bool | None = None) -> CrawlSummary:
+def follow_crawl(frontier_url: str, crawl_id: str, progress: bool | None = None,
+                 store_url: str | None = None) -> CrawlSummary:
     """Show progress from the Redis counters until the crawl is done or stopped.
 
     Ctrl+C marks the crawl stopped (the tasks in flight still finish) and returns."""
     registry = CrawlRegistry(connect(frontier_url))
     started = time.monotonic()
+    fetched_before = int(registry.counters(crawl_id)["fetched"])
     bar = None
     try:
-        settings = settings_from_config(registry.config(crawl_id))
+        config = registry.config(crawl_id)
+        settings = settings_from_config(config)
         bar = tqdm(total=settings.max_pages, unit="page", dynamic_ncols=True, smoothing=0.1,
                    disable=None if progress is None else not progress)  # None: only on a TTY
-        reason = _poll(registry, crawl_id, settings, bar)
+        watch = ProgressWatch(settings, len(config.get("seeds", [])))
+        reason = _poll(registry, crawl_id, settings, bar, watch)
     except KeyboardInterrupt:  # before polling began: the crawl must not run on unattended
         reason = _stop(registry, crawl_id)
     finally:
         if bar is not None:
             bar.close()
-    return summarise(registry, crawl_id, reason, time.monotonic() - started)
+    summary = summarise(registry, crawl_id, reason, time.monotonic() - started, store_url)
+    summary.fetched_before = fetched_before
+    return summary
 
 
-def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm) -> str:
+def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm,
+          watch: ProgressWatch | None = None) -> str:
     """Show the counters until the crawl ends; Redis going away (a restart) only pauses it."""
     frontier = frontier_of(registry, crawl_id, settings)
     warned = {"gone": False, "unreachable": False}
@@ -178,6 +187,8 @@ def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm)
         while True:
             try:
                 ended = _poll_once(registry, crawl_id, frontier, bar, warned)
+                if ended is None and watch is not None:
+                    watch.check(registry.counters(crawl_id), frontier)
                 warned["unreachable"] = False
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if not warned["unreachable"]:
@@ -224,11 +235,13 @@ def _show(bar: tqdm, counters: dict[str, float], frontier_size: int) -> None:
 
 
 def summarise(registry: CrawlRegistry, crawl_id: str, reason: str,
-              elapsed: float) -> CrawlSummary:
+              elapsed: float, store_url: str | None = None) -> CrawlSummary:
+    """The crawl's summary; its database is ``store_url`` (the caller's own: a URL read from
+    Redis is never connected to) or, without one, ``DATABASE_URL``."""
     config = registry.config(crawl_id)
     settings = settings_from_config(config)
     counters = registry.counters(crawl_id)
-    with open_store(config["store_url"]) as store:
+    with open_store(_own_store_url(store_url)) as store:
         outcomes = store.stats(settings.relevance_threshold).outcomes
     qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
     return CrawlSummary(
@@ -240,15 +253,21 @@ def summarise(registry: CrawlRegistry, crawl_id: str, reason: str,
         qtable_version=qtables.current_version())
 
 
+def _own_store_url(store_url: str | None) -> str:
+    """``store_url``, else ``DATABASE_URL``: never the URL registered in Redis, which anyone
+    who can write to Redis could point at a server of theirs (and get PGPASSWORD)."""
+    store_url = store_url or os.environ.get("DATABASE_URL")
+    if not store_url:
+        raise CrawlSetupError("give the crawl database with --store (or DATABASE_URL)")
+    return store_url
+
+
 # --- recovery ------------------------------------------------------------------------------
 def rebuild_frontier(crawl_id: str, store_url: str | None, frontier_url: str) -> int:
     """Restore a crawl's Redis state from PostgreSQL (after Redis lost it); URLs queued."""
     registry = CrawlRegistry(connect(frontier_url))
     config = registry.config(crawl_id) if registry.exists(crawl_id) else None
-    store_url = store_url or (config or {}).get("store_url")
-    if not store_url:
-        raise CrawlSetupError(f"crawl {crawl_id!r} is not in Redis: give its --store")
-    with open_store(store_url) as store:
+    with open_store(_own_store_url(store_url)) as store:
         if config is None:
             config = _config_from_store(store, crawl_id)
             raw_model = store.get_meta(META_MODEL) or ""

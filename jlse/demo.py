@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
+from jlse.progress import CrawlSummary
 from jlse.run import run_crawl
 from jlse.sandbox import SandboxServer, build_web
 from jlse.scheduler.store import open_store
@@ -19,10 +21,13 @@ DEMO_SETTINGS = {
     "connect_timeout": 3.0,
     "read_timeout": 3.0,
     "fetch_deadline": 6.0,
+    "max_pages": 500,
+    "strategy": "jlse",
 }
 
 
-def run_demo(topic: str, max_pages: int, workdir: Path, strategy: str = "jlse") -> int:
+def run_demo(topic: str, workdir: Path, overrides: dict[str, Any] | None = None) -> CrawlSummary:
+    """Crawl the sandbox web for ``topic``; ``overrides`` (settings) win over the demo's own."""
     web = build_web()
     if topic not in web.topics:
         raise ValueError(f"unknown demo topic {topic!r}; choose from {', '.join(web.topics)}")
@@ -31,13 +36,12 @@ def run_demo(topic: str, max_pages: int, workdir: Path, strategy: str = "jlse") 
     with SandboxServer(web) as server:
         print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages, proxy {server.proxy_url}")
         print(f"topic directory: {topic_dir}  (seeds, samples, topic.toml)")
-        overrides = dict(DEMO_SETTINGS, proxy=server.proxy_url, max_pages=max_pages,
-                         strategy=strategy)
-        summary = run_crawl(topic_dir, overrides, workdir=workdir / "crawl")
-    print(summary.render())
+        settings = dict(DEMO_SETTINGS, proxy=server.proxy_url, **(overrides or {}))
+        summary = run_crawl(topic_dir, settings, workdir=workdir / "crawl")
+    print(summary.render(with_export=False))
     print(ground_truth_line(web, topic, summary.store_url))
-    print(f"  export the relevant pages with: jlse export --workdir {workdir / 'crawl'}")
-    return 0
+    print(summary.export_line())
+    return summary
 
 
 def ground_truth_line(web, topic: str, store_url: str) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from jlse.progress import CrawlProgress
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
 from jlse.scheduler.frontier import LocalFrontier
+from jlse.scheduler.metrics import serve_crawl
 from jlse.settings import Settings
 from jlse.workers.engine import CrawlEngine
 from jlse.workers.page_pool import ThreadPagePool
@@ -75,6 +76,8 @@ class EmbeddedCrawler:
         ``straggler_seconds`` or more): another page starts in a straggler's place, so a page
         that hangs never holds the crawl. When the budget is written, the pages still in
         flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
+        metrics = serve_crawl(self.settings.metrics_port, self.frontier, self.model_version) \
+            if self.settings.metrics_port else None  # Prometheus, on 127.0.0.1
         pool = self.pool or ThreadPagePool(self.engine.process, 2 * self.settings.concurrency)
         try:
             reason = self._loop(pool)
@@ -87,6 +90,8 @@ class EmbeddedCrawler:
             log.warning("second interrupt: not waiting for the pages in flight")
         self.unfinished += len(pool.abandon())
         pool.close()
+        if metrics is not None:
+            metrics.close()
         if self.unfinished:
             log.info("%d pages in flight at the end stay queued (--resume fetches them)",
                      self.unfinished)

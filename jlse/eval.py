@@ -1,7 +1,7 @@
 """``jlse eval``: crawl one web with several strategies and compare them by the ground truth.
 
 For every topic and strategy: a fresh crawl from the same topic directory (seeds, samples) to
-the same page budget, then the metrics of SPEC §1 "Evaluation" over the crawl history in fetch
+the same page budget, then the metrics of docs/algorithms.md §1.12 over the crawl history in fetch
 order (``fetches`` rows by id; robots.txt refusals, traps and other rows without a page request
 are not pages). Relevance is judged by the ground truth, never by the crawler's classifier:
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Mapping
@@ -9,6 +10,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tqdm import tqdm
+
+from jlse.records import Outcome
+from jlse.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# A host answered (a page, an error status, a robots.txt that forbids) / no host could be asked.
+ANSWERED = frozenset(o.value for o in (
+    Outcome.OK, Outcome.NOT_HTML, Outcome.HTTP_ERROR, Outcome.REDIRECT,
+    Outcome.TOO_MANY_REDIRECTS, Outcome.TOO_LARGE, Outcome.PARSE_ERROR,
+    Outcome.ROBOTS_DISALLOWED))
+UNREACHABLE = frozenset(o.value for o in (
+    Outcome.CONNECTION_ERROR, Outcome.TIMEOUT, Outcome.ROBOTS_UNAVAILABLE))
 
 
 class CrawlProgress:
@@ -20,11 +34,18 @@ class CrawlProgress:
         self._bar = tqdm(total=total, initial=initial, unit="page", disable=not enabled,
                          dynamic_ncols=True, smoothing=0.1)
         self._last_postfix = 0.0
+        self._seeds: SeedWatch | None = None
+
+    def watch_seeds(self, seeds: int, settings: Settings) -> None:
+        """Warn on screen when every seed URL was turned back before any page was fetched."""
+        self._seeds = SeedWatch(seeds, settings)
 
     def update(self, counters: Mapping[str, int], frontier_size: int,
                counted: bool = True) -> None:
         if counted:
             self._bar.update(1)
+        if self._seeds is not None:
+            self._seeds.check(counters)
         now = time.monotonic()
         if now - self._last_postfix < 0.25:
             return
@@ -36,6 +57,29 @@ class CrawlProgress:
 
     def close(self) -> None:
         self._bar.close()
+
+
+class SeedWatch:
+    """Says early that nothing can be crawled: once every seed URL was turned back (its host's
+    robots.txt unavailable: host not found, connection refused, server error) and no page was
+    fetched, one warning; the crawl still retries as its settings say."""
+
+    def __init__(self, seeds: int, settings: Settings) -> None:
+        self.seeds = seeds
+        self.retry_after = settings.robots_retry_after
+        self.retries = settings.robots_unavailable_retries
+        self.warned = False
+
+    def check(self, counters: Mapping[str, float]) -> bool:
+        """Warn if it is time to; True once it has warned."""
+        if self.warned or counters.get("fetched", 0) or counters.get("requeued", 0) < self.seeds:
+            return self.warned
+        self.warned = True
+        log.warning("no seed host could be reached so far: robots.txt of every seed host failed "
+                    "(host not found, connection refused or server error; details in "
+                    "crawl.log). Retrying each host every %.0f s, %d times, then giving up",
+                    self.retry_after, self.retries)
+        return True
 
 
 @dataclass
@@ -52,27 +96,44 @@ class CrawlSummary:
     classified: bool = True
     qtable_version: int = 0  # the learner's last Q-table (jlse strategies)
     unfinished: int = 0  # pages in flight when the crawl ended: still queued (--resume)
+    fetched_before: int = 0  # pages a resumed crawl had fetched before this session
+    workdir: str = ""  # the embedded crawl's workdir ("" in distributed mode)
 
     @property
     def harvest_rate(self) -> float:
         return self.relevant / self.fetched if self.fetched else 0.0
 
     @property
+    def session_fetched(self) -> int:
+        """Pages fetched in this session (a resumed crawl's earlier pages not included)."""
+        return max(self.fetched - self.fetched_before, 0)
+
+    @property
     def pages_per_second(self) -> float:
-        return self.fetched / self.elapsed if self.elapsed > 0 else 0.0
+        """This session's pages over this session's time."""
+        return self.session_fetched / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def reached_nothing(self) -> bool:
+        """No host answered at all, and some could not be reached (DNS, connection,
+        robots.txt): nothing could be crawled."""
+        answered = sum(self.outcomes.get(outcome, 0) for outcome in ANSWERED)
+        failed = sum(self.outcomes.get(outcome, 0) for outcome in UNREACHABLE)
+        return answered == 0 and failed > 0 and self.reason != "interrupted"
+
+    def export_line(self) -> str:
+        where = f"--workdir {self.workdir}" if self.workdir else f"--store {self.store_url}"
+        return f"  export with     jlse export {where} --format csv --out pages.csv"
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["harvest_rate"] = round(self.harvest_rate, 4)
         data["pages_per_second"] = round(self.pages_per_second, 2)
+        data["session_fetched"] = self.session_fetched
         return data
 
-    def render(self) -> str:
-        lines = [
-            f"Crawl ended: {self.reason}",
-            f"  pages fetched   {self.fetched}  in {self.elapsed:.1f} s"
-            f"  ({self.pages_per_second:.1f} pages/s)",
-        ]
+    def render(self, with_export: bool = True) -> str:
+        lines = [f"Crawl ended: {self.reason}", self._pages_line()]
         if self.classified:
             lines.append(f"  relevant        {self.relevant}  (harvest rate {self.harvest_rate:.3f})")
             lines.append(f"  target pages    {self.targets}")
@@ -89,4 +150,13 @@ class CrawlSummary:
             parts = ", ".join(f"{k} {v:.2f}" for k, v in self.cpu_ms_per_page.items())
             lines.append(f"  CPU ms/page     {parts}")
         lines.append(f"  crawl database  {self.store_url}")
+        if with_export and not self.reached_nothing:
+            lines.append(self.export_line())
         return "\n".join(lines)
+
+    def _pages_line(self) -> str:
+        rate = f"{self.pages_per_second:.1f} pages/s"
+        if not self.fetched_before:
+            return f"  pages fetched   {self.fetched}  in {self.elapsed:.1f} s  ({rate})"
+        return (f"  pages fetched   {self.fetched}  ({self.session_fetched} in this session, "
+                f"{self.elapsed:.1f} s: {rate})")

@@ -27,6 +27,7 @@ class Outcome(str, Enum):
     HTTP_ERROR = "http_error"  # 4xx/5xx after retries
     REDIRECT = "redirect"  # 3xx: the target went back to the frontier as a new URL
     TOO_MANY_REDIRECTS = "too_many_redirects"
+    BAD_REDIRECT = "bad_redirect"  # 3xx whose Location is not a URL (e.g. "http://[::1")
     TOO_LARGE = "too_large"  # byte cap or decompressed-size cap hit
     TIMEOUT = "timeout"  # connect/read timeout or total deadline
     CONNECTION_ERROR = "connection_error"  # DNS failure, refused, reset, dead host
@@ -76,6 +77,7 @@ class CrawlTask:
     context: str = ""
     redirect_hops: int = 0  # how many redirects led here
     pattern_run: int = 0  # ancestors in a row with this URL's pattern (trap defence)
+    attempt: int = 0  # earlier requests of this URL that failed and were retried (5xx, network)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -20,8 +20,10 @@ from jlse.models.qtable import QTable
 from jlse.models.strategies import Strategy
 from jlse.models.strategy_catalog import make_strategy
 from jlse.progress import CrawlProgress, CrawlSummary
+from jlse.redact import redact_url, without_credentials
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import CrawlStore
+from jlse.scheduler.store.sqlite import check_resumable, check_writable
 from jlse.settings import Settings
 from jlse.topic import Topic, build_topic_model, load_topic
 from jlse.workers.engine import CPU_STAGES, build_engine, cpu_counter, local_backends
@@ -50,9 +52,13 @@ def run_crawl(
     topic = load_topic(topic_dir, overrides)
     settings = topic.settings
     workdir = Path(workdir) if workdir else default_workdir(topic)
+    if workdir.exists() and not workdir.is_dir():
+        raise CrawlSetupError(f"--workdir {workdir}: exists and is not a directory")
     if fresh:
         _clear_workdir(workdir, store_url)
-    workdir.mkdir(parents=True, exist_ok=True)
+    if resume and not store_url:  # a missing, emptied or damaged crawl.db: say so, no new crawl
+        check_resumable(str(workdir / "crawl.db"))
+    check_writable(workdir)  # a read-only folder: one clear line, not a traceback later
     store_url = store_url or f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     model = build_topic_model(topic)
     holder = QTableHolder(_latest_qtable(workdir / "qtables") if resume else None)
@@ -61,6 +67,7 @@ def run_crawl(
     log_handler = _log_to_file(workdir / "crawl.log")
     learner = crawler = None
     try:
+        _log_start(topic, store_url, resume)
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
@@ -72,6 +79,8 @@ def run_crawl(
             crawler.restore()
             if learner is not None:  # results found before the restart count towards cf
                 learner.notify(crawler.counters.get("targets", 0))
+        fetched_before = crawler.fetched()
+        crawler.progress.watch_seeds(len(topic.seeds), settings)
         crawler.add_seeds(topic.seeds, strategy.seed_priority())
         started = time.monotonic()
         reason = crawler.run()
@@ -80,6 +89,7 @@ def run_crawl(
         crawler.engine.close()
         summary = _summarise(crawler, store, settings, reason, elapsed, store_url, model is not None)
         summary.qtable_version = holder.version
+        summary.fetched_before, summary.workdir = fetched_before, str(workdir)
         (workdir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
         return summary
     finally:
@@ -169,17 +179,34 @@ def _clear_workdir(workdir: Path, store_url: str | None) -> None:
     for name in ("crawl.db", "crawl.db-wal", "crawl.db-shm", "summary.json"):
         (workdir / name).unlink(missing_ok=True)
     shutil.rmtree(workdir / "pages", ignore_errors=True)
+    shutil.rmtree(workdir / "warc", ignore_errors=True)
     shutil.rmtree(workdir / "qtables", ignore_errors=True)
 
 
 def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
     has_crawl = store.stats().links > 0
+    if resume and not has_crawl:
+        raise CrawlSetupError(f"cannot resume: {redact_url(store_url)} holds no crawl; start a "
+                              "new crawl without --resume")
     if has_crawl and not resume:
         raise CrawlSetupError(
-            f"{store_url} already holds a crawl: continue it with --resume, "
+            f"{redact_url(store_url)} already holds a crawl: continue it with --resume, "
             "start over with --fresh, or pick another --workdir"
         )
     return has_crawl
+
+
+def _log_start(topic: Topic, store_url: str, resume: bool) -> None:
+    """What this crawl is, as the first lines of its crawl.log."""
+    settings = topic.settings
+    changed = without_credentials(settings.non_defaults())
+    changed.pop("strategy", None)
+    log.info("%s crawl of topic %s (%s): strategy %s, %d seeds, page budget %d, store %s",
+             "resumed" if resume else "new", topic.name, topic.path, settings.strategy,
+             len(topic.seeds), settings.max_pages, redact_url(store_url))
+    log.info("settings that differ from the defaults: %s",
+             ", ".join(f"{key}={value!r}" for key, value in changed.items()) or "none")
+    log.info("topic model: %s", topic.model_origin or "none")
 
 
 def _write_meta(store: CrawlStore, topic: Topic, settings: Settings) -> None:
@@ -188,7 +215,7 @@ def _write_meta(store: CrawlStore, topic: Topic, settings: Settings) -> None:
         log.warning("resuming a %s crawl with strategy %s", previous, settings.strategy)
     store.set_meta("topic", topic.name)
     store.set_meta("strategy", settings.strategy)
-    store.set_meta("settings", json.dumps(settings.to_dict()))
+    store.set_meta("settings", json.dumps(without_credentials(settings.to_dict())))
 
 
 def _summarise(crawler: EmbeddedCrawler, store: CrawlStore, settings: Settings, reason: str,
@@ -200,19 +227,10 @@ def _summarise(crawler: EmbeddedCrawler, store: CrawlStore, settings: Settings, 
     return CrawlSummary(
         reason=reason, fetched=c.get("fetched", 0), relevant=c.get("relevant", 0),
         targets=c.get("targets", 0), elapsed=elapsed, frontier_left=len(crawler.frontier),
-        store_url=_safe_url(store_url), outcomes=stats.outcomes, classified=classified,
+        store_url=redact_url(store_url), outcomes=stats.outcomes, classified=classified,
         cpu_ms_per_page={k: 1000 * v / per_page for k, v in cpu.items()},
         unfinished=crawler.unfinished,
     )
-
-
-def _safe_url(url: str) -> str:
-    """The URL without a password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url
 
 
 def _log_to_file(path: Path) -> logging.Handler:

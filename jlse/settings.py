@@ -20,6 +20,7 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
+WARC_MODES = ("off", "also", "only")
 
 class SettingsError(ValueError):
     """A setting is unknown, has the wrong type or an impossible value."""
@@ -44,9 +45,9 @@ class Settings:
     user_agent: str = DEFAULT_USER_AGENT
     connect_timeout: float = 10.0
     read_timeout: float = 10.0
-    fetch_deadline: float = 30.0  # total seconds for one fetch, body included
-    max_retries: int = 2  # on 5xx and connection errors
-    retry_backoff: float = 0.5  # seconds, doubled each retry
+    fetch_deadline: float = 30.0  # total seconds for one fetch: connect, headers and body
+    max_retries: int = 2  # on 5xx and connection errors; each retry waits in the frontier
+    retry_backoff: float = 0.5  # seconds, doubled each retry (plus the host's delay)
     max_bytes: int = 2 * 1024 * 1024  # body cap, enforced while streaming
     max_decompressed_bytes: int = 8 * 1024 * 1024  # gzip-bomb guard
     max_redirects: int = 5
@@ -62,6 +63,8 @@ class Settings:
     robots_cache_ttl: float = 24 * 3600.0
     robots_retry_after: float = 60.0  # robots.txt 5xx/unreachable: host retried after this
     robots_unavailable_retries: int = 2  # then its URLs are given up (outcome robots_unavailable)
+    robots_deadline: float = 5.0  # total seconds for one robots.txt fetch, redirects included
+    robots_slots: int = 0  # robots.txt fetches at once per process; 0 = a quarter of concurrency
     # --- scope and traps ---
     allowed_domains: list[str] = field(default_factory=list)  # empty = any host
     denied_domains: list[str] = field(default_factory=list)
@@ -70,6 +73,12 @@ class Settings:
     max_repeated_segments: int = 2  # a path segment seen more often than this is a trap
     max_pattern_run: int = 12  # ancestors in a row with the same URL pattern
     max_pages_per_host: int = 5000
+    max_pages_per_domain: int = 10_000  # per registered domain (public-suffix list), all hosts
+    max_hosts_per_domain: int = 20  # hosts fetched per registered domain; links to more refused
+    max_query_variants: int = 25  # query strings of one host+path+keys a page of that shape
+    # may add (links of a page to its own shape: the ?id= trap); the rest are refused
+    max_links_per_page: int = 2000  # out-links kept per page (a spread over their hosts)
+    max_page_tags: int = 50_000  # a page's HTML is cut after this many tags (memory bound)
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
     priority_slack: float = 0.5  # a URL below this share of the best queued priority is "low"
     low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
@@ -84,7 +93,14 @@ class Settings:
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
-    # --- JLSE learner (SPEC section 1) ---
+    # --- outputs (WARC files, sitemaps, metrics) ---
+    warc: str = "off"  # off | also (WARC files and the page repository) | only (WARC files)
+    warc_max_bytes: int = 1_000_000_000  # a WARC file is closed and a new one begun past this
+    sitemaps: bool = False  # read the Sitemap: files of each host's robots.txt for URLs
+    sitemap_max_urls: int = 10_000  # URLs taken from one host's sitemaps
+    sitemap_max_files: int = 10  # sitemap files (index included) read per host
+    metrics_port: int = 0  # embedded crawl: Prometheus metrics on 127.0.0.1:PORT (0 = off)
+    # --- JLSE learner (docs/algorithms.md §1) ---
     cf: int = 150
     gamma: float = 0.9
     reward: float = 1.0
@@ -109,14 +125,17 @@ class Settings:
         for key in ("max_pages", "concurrency", "max_bytes", "max_decompressed_bytes",
                     "frontier_size", "max_url_length", "robots_cache_size", "cf",
                     "domain_diversity", "max_pages_per_host", "low_priority_slots",
-                    "host_concurrency", "cfc_layers", "cfc_page_log"):
+                    "host_concurrency", "cfc_layers", "cfc_page_log", "max_pages_per_domain",
+                    "max_hosts_per_domain", "max_query_variants", "max_links_per_page",
+                    "max_page_tags"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
-        for key in ("connect_timeout", "read_timeout", "fetch_deadline", "straggler_seconds"):
+        for key in ("connect_timeout", "read_timeout", "fetch_deadline", "straggler_seconds",
+                    "robots_deadline"):
             if getattr(self, key) <= 0:
                 raise SettingsError(f"{key}: must be positive, got {getattr(self, key)}")
         for key in ("politeness_delay", "max_crawl_delay", "retry_backoff", "max_retries",
-                    "max_depth", "max_redirects"):
+                    "max_depth", "max_redirects", "robots_slots"):
             if getattr(self, key) < 0:
                 raise SettingsError(f"{key}: must not be negative, got {getattr(self, key)}")
         if self.host_concurrency > 1 and self.politeness_delay > 0:
@@ -139,6 +158,13 @@ class Settings:
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
+        if self.warc not in WARC_MODES:
+            raise SettingsError(f"warc: one of {', '.join(WARC_MODES)}, got {self.warc!r}")
+        for key in ("warc_max_bytes", "sitemap_max_urls", "sitemap_max_files"):
+            if getattr(self, key) < 1:
+                raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise SettingsError(f"metrics_port: 0 (off) or a TCP port, got {self.metrics_port}")
         if self.page_classifier not in PAGE_CLASSIFIERS:
             raise SettingsError(f"page_classifier: unknown {self.page_classifier!r}; "
                                 f"available: {', '.join(PAGE_CLASSIFIERS)}")
@@ -154,6 +180,11 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def non_defaults(self) -> dict[str, Any]:
+        """The settings whose value is not the default, by name."""
+        defaults = Settings().to_dict()
+        return {key: value for key, value in self.to_dict().items() if value != defaults[key]}
 
 
 _HINTS = get_type_hints(Settings)
@@ -223,7 +254,9 @@ def apply_overrides(base: Settings, overrides: dict[str, Any], source: str) -> S
 def load_toml(path: Path) -> dict[str, Any]:
     """Read topic.toml as a flat dict; a ``[crawl]``-style table is flattened into its keys."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is fine
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{path}: not UTF-8 text (offset {exc.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML: {exc}") from None
     flat: dict[str, Any] = {}
@@ -233,6 +266,20 @@ def load_toml(path: Path) -> dict[str, Any]:
         else:
             flat[key] = value
     return flat
+
+
+def command_overrides(pairs: list[str] | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """``--set key=value`` pairs, then the flags given explicitly (a flag left unset, None,
+    keeps ``--set``'s value), checked at once: a wrong key or type is an error naming the key."""
+    overrides: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"--set {pair!r}: expected key=value")
+        overrides[key.strip()] = value.strip()  # typed by the validator
+    overrides.update({key: value for key, value in flags.items() if value is not None})
+    load_settings(None, overrides)
+    return overrides
 
 
 def load_settings(topic_toml: Path | None = None, cli: dict[str, Any] | None = None) -> Settings:

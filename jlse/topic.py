@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from jlse.models.persist import HEADER_FILE, load_topic_model
+from jlse.models.persist import HEADER_FILE, load_topic_model, read_model_header
 from jlse.models.strategy_catalog import available_strategies
 from jlse.models.topic_model import TopicModel, TopicSamples
 from jlse.scheduler.urls import canonicalize
@@ -28,7 +28,11 @@ from jlse.workers.pipeline import page_text
 log = logging.getLogger(__name__)
 
 SAMPLE_KINDS = ("relevant", "irrelevant", "target", "nontarget")
+SAMPLE_SUFFIXES = (".html", ".htm", ".xhtml")
 MODEL_DIR = "model"  # saved model files (jlse train) inside the topic directory
+PAGE_CV_KEYS = {"page_nb": "nb", "page_kde_nb": "kde-nb", "vsm": "vsm"}  # model source -> CV key
+CHANCE_MARGIN = 0.05  # a page classifier within this of the majority class's share is "at chance"
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
 class TopicError(ValueError):
@@ -42,6 +46,7 @@ class Topic:
     seeds: list[str]
     settings: Settings
     samples: TopicSamples
+    model_origin: str = ""  # where build_topic_model got the model: loaded, trained, none
 
     @property
     def has_samples(self) -> bool:
@@ -73,11 +78,23 @@ def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None) ->
     return topic
 
 
+def read_text(path: Path) -> str:
+    """A text file of the topic: UTF-8, or UTF-8/UTF-16 with a byte-order mark; anything else
+    is a TopicError naming the file."""
+    data = path.read_bytes()
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise TopicError(f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset "
+                         f"{exc.start}); save it as UTF-8") from None
+
+
 def read_seeds(path: Path) -> list[str]:
     if not path.exists():
         raise TopicError(f"{path}: missing - a topic needs seed URLs, one per line")
     seeds: list[str] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
@@ -92,28 +109,53 @@ def read_seeds(path: Path) -> list[str]:
 
 
 def parse_sample(file: Path) -> ParsedPage | None:
-    """Parse one sample page; an unreadable file is logged and skipped."""
+    """Parse one sample page; a file that cannot be read or is not a page (empty, binary, no
+    text) is skipped with a warning naming it."""
     try:
         body = file.read_bytes()
-        text, _ = decode_html(body, None)
-        return parse_html(text, file.resolve().as_uri().replace("file://", "http://sample"))
     except OSError as exc:
-        log.warning("sample %s unreadable: %s", file, exc)
+        log.warning("sample %s skipped: unreadable: %s", file, exc)
         return None
+    problem = _not_a_page(body)
+    if problem is None:
+        text, _ = decode_html(body, None)
+        page = parse_html(text, file.resolve().as_uri().replace("file://", "http://sample"))
+        if page_text(page).strip():
+            return page
+        problem = "no text in it"
+    log.warning("sample %s skipped: not a page (%s)", file, problem)
+    return None
+
+
+def _not_a_page(body: bytes) -> str | None:
+    """Why ``body`` cannot be an HTML page (empty, binary), or None."""
+    if not body.strip():
+        return "empty"
+    if any(body.startswith(bom) for bom, _ in _BOMS[1:]):  # UTF-16: NUL bytes are expected
+        return None
+    head = body[:8192]
+    controls = sum(byte < 32 and byte not in (9, 10, 12, 13) for byte in head)
+    if b"\x00" in head or controls > len(head) // 100:
+        return "binary data"
+    return None
 
 
 def _read_pages(folder: Path) -> list[ParsedPage]:
     if not folder.is_dir():
         return []
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".html", ".htm", ".xhtml"))
-    return [page for page in map(parse_sample, files) if page is not None]
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    for file in files:
+        if file.suffix.lower() not in SAMPLE_SUFFIXES:
+            log.warning("sample %s ignored: a sample page is named *.html, *.htm or *.xhtml", file)
+    pages = (parse_sample(p) for p in files if p.suffix.lower() in SAMPLE_SUFFIXES)
+    return [page for page in pages if page is not None]
 
 
 def read_anchors(path: Path) -> list[tuple[str, int]]:
     if not path.exists():
         return []
     anchors: list[tuple[str, int]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
         label, sep, text = line.partition("\t")
@@ -140,9 +182,11 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
     a model fitted from the samples; None when the topic has no samples or keywords."""
     if not topic.has_samples:
         log.warning("topic %s has no samples or keywords: pages will not be classified", topic.name)
+        topic.model_origin = "none: the topic has no samples or keywords"
         return None
     saved = saved_topic_model(topic)
     if saved is not None:
+        topic.model_origin = f"loaded from {topic.path / MODEL_DIR} (jlse train)"
         return saved
     model = TopicModel(
         relevance_threshold=topic.settings.relevance_threshold,
@@ -150,9 +194,35 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
         page_classifier=topic.settings.page_classifier,
     )
     try:
-        return model.fit(topic.samples)
+        model.fit(topic.samples)
     except ValueError as exc:
         raise TopicError(f"{topic.path / 'samples'}: cannot train the topic model: {exc}") from None
+    samples = topic.samples
+    topic.model_origin = (f"trained on the fly ({model.page_classifier}) from "
+                          f"{len(samples.relevant)} relevant and {len(samples.irrelevant)} "
+                          f"irrelevant sample pages, {len(samples.keywords)} keywords")
+    if samples.relevant and samples.irrelevant:
+        warn_if_at_chance(topic, model.cross_validate(samples)["relevance"], "the model trained "
+                          "on the fly")
+    return model
+
+
+def chance_level(samples: TopicSamples) -> float:
+    """The accuracy of always answering the larger class of the page samples."""
+    total = len(samples.relevant) + len(samples.irrelevant)
+    return max(len(samples.relevant), len(samples.irrelevant)) / total if total else 1.0
+
+
+def warn_if_at_chance(topic: Topic, accuracy: float, what: str) -> bool:
+    """Warn when the page classifier's cross-validated accuracy is no better than guessing;
+    True when it warned."""
+    chance = chance_level(topic.samples)
+    if accuracy != accuracy or accuracy > chance + CHANCE_MARGIN:  # nan: not cross-validated
+        return False
+    log.warning("topic %s: %s tells relevant from irrelevant pages no better than chance "
+                "(cross-validated accuracy %.2f, chance %.2f): check the sample pages in %s",
+                topic.name, what, accuracy, chance, topic.path / "samples")
+    return True
 
 
 def saved_topic_model(topic: Topic) -> TopicModel | None:
@@ -172,7 +242,12 @@ def saved_topic_model(topic: Topic) -> TopicModel | None:
                     "(run jlse train to refresh it)", topic.name, directory, stale)
         return None
     log.info("topic %s: using the saved model in %s", topic.name, directory)
+    cv_page = (read_model_header(directory).get("cv_report") or {}).get(
+        PAGE_CV_KEYS.get(model.sources_.get("relevance", ""), ""), {})
+    if cv_page.get("accuracy") is not None:
+        warn_if_at_chance(topic, cv_page["accuracy"], f"the saved model in {directory}")
     return model
+
 
 
 def _stale_reason(model: TopicModel, topic: Topic) -> str:

@@ -2,7 +2,7 @@
 
 The model is the one a crawl of the topic uses (its ``page_classifier`` setting). Every
 classifier the samples allow is cross-validated with stratified k-fold (shuffled, seed 0):
-the page classifiers (NB, KDE-NB, the GaussianNB baseline of SPEC section 2, the keyword VSM
+the page classifiers (NB, KDE-NB, the GaussianNB baseline of docs/algorithms.md §2.6, the keyword VSM
 when the topic has keywords), the result-page SVM and the anchor NB. The files go to
 ``topic_dir/model/`` unless told otherwise; a crawl of the topic then loads them.
 """
@@ -25,7 +25,7 @@ from jlse.models.persist import read_model_header, save_topic_model
 from jlse.models.result_page import ResultPageClassifier
 from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
 from jlse.models.vsm import PositionVSM
-from jlse.topic import MODEL_DIR, TopicError, load_topic
+from jlse.topic import MODEL_DIR, PAGE_CV_KEYS, TopicError, load_topic, warn_if_at_chance
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class TrainReport:
                  f"page classifier {self.page_classifier} (relevance from {self.sources.get('relevance')})",
                  "",
                  f"  {'classifier':<28} {'data':<14} {'CV accuracy':>15} {'n':>6}"]
-        chosen = _PAGE_KEYS.get(self.sources.get("relevance", ""), "")
+        chosen = PAGE_CV_KEYS.get(self.sources.get("relevance", ""), "")
         for row in self.rows:
             accuracy = f"{row.mean:.3f} ± {row.std:.3f}" if row.fold_scores else "n/a"
             mark = "*" if row.key == chosen else " "
@@ -88,8 +88,6 @@ class TrainReport:
             lines.append("n/a: fewer than 2 samples of a class")
         return "\n".join(lines)
 
-
-_PAGE_KEYS = {"page_nb": "nb", "page_kde_nb": "kde-nb", "vsm": "vsm"}
 
 
 def train_topic(topic_dir: Path, out_dir: Path | None = None, folds: int = 5) -> TrainReport:
@@ -113,6 +111,8 @@ def train_topic(topic_dir: Path, out_dir: Path | None = None, folds: int = 5) ->
                          model_version=0, sources=dict(model.sources_), rows=rows)
     save_topic_model(model, out_dir, cv_report=report.to_dict()["cv"])
     report.model_version = int(read_model_header(out_dir)["model_version"])
+    chosen = PAGE_CV_KEYS.get(report.sources.get("relevance", ""), "")
+    warn_if_at_chance(topic, report.accuracy(chosen), "the page classifier")
     log.info("trained topic %s:\n%s", topic.name, report.render())
     return report
 

@@ -1,4 +1,4 @@
-"""The web link graph G_w (SPEC 1) as arrays: vertices 0..n-1 and parent->child edges."""
+"""The web link graph G_w (docs/algorithms.md §1.6) as arrays: vertices 0..n-1 and parent->child edges."""
 
 from __future__ import annotations
 

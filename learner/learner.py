@@ -1,4 +1,4 @@
-"""One learning round (SPEC 1, incremental learning): crawl DB -> G_w -> Q-table."""
+"""One learning round (docs/algorithms.md §1.11, incremental learning): crawl DB -> G_w -> Q-table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Anchor-text similarity, the direct evidence of JLSE (GTSAT, SPEC section 1).
+"""Anchor-text similarity, the direct evidence of JLSE (GTSAT, docs/algorithms.md §1.4).
 
 A Naive Bayes classifier over the anchor texts that linked to the sample pages. For a link:
 if NB says relevant (posterior above 0.5) the similarity is ``P(relevant | anchor)``, otherwise

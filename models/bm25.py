@@ -1,4 +1,4 @@
-"""BM25 over one field of the link triples (SPEC section 1, "Mapping a new link onto G_w").
+"""BM25 over one field of the link triples (docs/algorithms.md §1.8, "Mapping a new link onto G_w").
 
 ``BM25(q, d) = sum_{t in q} idf(t) * f(t,d)(k1+1) / (f(t,d) + k1(1 - b + b|d|/avgdl))`` with
 ``idf(t) = ln(1 + (N - n_t + 0.5)/(n_t + 0.5))``, statistics over the N fitted documents (the

@@ -1,4 +1,4 @@
-"""The JLSE link evaluator: joint similarity and formula (10) priorities (SPEC section 1).
+"""The JLSE link evaluator: joint similarity and formula (10) priorities (docs/algorithms.md §1.9–§1.10).
 
 ``sim(u) = max(sim_anchor(u), sim_predicted(u))``: direct evidence from the anchor text (GTSAT)
 and indirect evidence from the Q-table (the best matching vertex of G_w times its Q value).

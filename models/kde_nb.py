@@ -1,4 +1,4 @@
-"""Naive Bayes with kernel density estimates over normalised TF-IDF (SPEC section 2).
+"""Naive Bayes with kernel density estimates over normalised TF-IDF (docs/algorithms.md §2.5–§2.6).
 
 Features: the ``max_features`` most frequent terms of the training texts, each weighted
 ``w = tf·log(|E|/df) / sqrt(Σ_r (tf_r·log(|E|/df_r))²)`` (|E| training texts, ``df`` texts holding
@@ -6,12 +6,12 @@ the term; a term found in every text weighs 0). Per class c and feature j (John 
 ``P(x_j|c) = (1/n_c) Σ_i K(x_j; x_ji, σ)``, K the Gaussian density. The class score is
 ``log P(c) + Σ_j log P(x_j|c)``.
 
-Bandwidth (``bandwidth``): SPEC's ``σ_c = 1/sqrt(n_c)`` per class ("per-class") is unusable on a
+Bandwidth (``bandwidth``): the paper's ``σ_c = 1/sqrt(n_c)`` per class ("per-class") is unusable on a
 text vocabulary: the kernel's normalisation ``1/σ_c`` enters each of the F feature densities, so
 the log-odds carries ``(F/2)·log(n_1/n_0)`` however the texts read - 44 nats for 23 vs 22 samples
 and F = 2000, against a few nats of evidence (sandbox topic, 4-fold CV: 0.47, the majority
 class). The default "mean-class" uses one ``σ = 1/sqrt(n̄)`` for both classes, n̄ the mean class
-size: SPEC's value when the classes are balanced (same CV: 0.98).
+size: the paper's value when the classes are balanced (same CV: 0.98).
 
 Speed: a text's vector is mostly zeros, and the density at 0 of every feature is fixed by the
 training set. So ``Σ_j log P(x_j|c)`` is a precomputed constant plus, for the text's non-zero
@@ -224,7 +224,7 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
 
 
 class GaussianNBText(ClassifierMixin, BaseEstimator):
-    """The normal-density NB baseline of SPEC section 2 on the same TF-IDF features."""
+    """The normal-density NB baseline of docs/algorithms.md §2.6 on the same TF-IDF features."""
 
     def __init__(self, max_features: int = 2000, *, max_chars: int = DEFAULT_MAX_CHARS) -> None:
         self.max_features = max_features

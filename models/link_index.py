@@ -1,4 +1,4 @@
-"""Map new links onto the vertices of G_w: the nearest vertex by weighted BM25 (SPEC section 1).
+"""Map new links onto the vertices of G_w: the nearest vertex by weighted BM25 (docs/algorithms.md §1.8).
 
 Each vertex and each query link is a triple (anchor text, URL, context), tokenised as
 :mod:`models.link_tokens` says. Per field the normalised BM25 score lies in [0, 1); the link's

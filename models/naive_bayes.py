@@ -1,4 +1,4 @@
-"""Multinomial Naive Bayes page classifier with Laplace smoothing (SPEC section 1).
+"""Multinomial Naive Bayes page classifier with Laplace smoothing (docs/algorithms.md §1.2).
 
 ``P(c|d) ∝ P(c) · Π_k P(w_k|c)`` with ``P(w|c) = (α + Σ_{d∈c} N(w,d)) / (α|V| + Σ_{w'} Σ_{d∈c} N(w',d))``,
 α = 1 being Laplace smoothing and V the training vocabulary (both classes). Computed in log

@@ -1,4 +1,4 @@
-"""QLAWLG: Q-learning over the web link graph G_w (SPEC section 1), vectorised.
+"""QLAWLG: Q-learning over the web link graph G_w (docs/algorithms.md §1.7), vectorised.
 
 States are vertices, actions are edges ``u -> v``; the reward of an edge is ``reward`` if ``v``
 is a leaf (a result page) and 0 otherwise. Leaves are terminal states: their own value is

@@ -1,4 +1,4 @@
-"""Result-page classifier: is a page a target ("detail") page or a link page? (SPEC section 1)
+"""Result-page classifier: is a page a target ("detail") page or a link page? (docs/algorithms.md §1.3)
 
 Three features per page, from :class:`models.page_stats.PageStats`:
 
@@ -8,7 +8,7 @@ Three features per page, from :class:`models.page_stats.PageStats`:
   of at least ``m`` words (``m = BLOCK_MIN_WORDS = 20``), in [0, 1]. A detail page keeps most of
   its words in paragraphs; a list page's words are link texts and short snippets between them.
 
-The ``+ 1`` terms keep pages without words or links finite (SPEC's formulas are otherwise kept).
+The ``+ 1`` terms keep pages without words or links finite (the paper's formulas are otherwise kept).
 ``TEXT_DEGREE_K``: the SVM sees standardised features, so ``k`` only shifts TextDegree and does
 not change its decisions; it matters for :class:`TargetRule` and for reading the feature. We set
 ``k = 200``, the words (or CJK characters) of a few short paragraphs - about the least text a

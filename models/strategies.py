@@ -12,11 +12,11 @@ log and layer model are thread-safe (a lock, an atomic swap).
 | ``bfs``        | 1 (discovery order)                                        | none  |
 | ``best-first`` | P(relevant \\| page)                                        | soft  |
 | ``ata``        | formula (10) with sim = anchor similarity                  | hard  |
-| ``jlse``       | max(P(relevant \\| page) · anchor sim, Q-learned sim)       | soft  |
-| ``jlse-paper`` | formula (10) with sim = max(anchor, Q-learned) (SPEC §1)   | hard  |
+| ``jlse``       | max(P(relevant \\| page), tunnel) · max(anchor, Q-learned) | soft  |
+| ``jlse-paper`` | formula (10) with sim = max(anchor, Q-learned) (§1.10)    | hard  |
 | ``jlse-product`` | P(relevant \\| page) · sim                                | hard  |
 | ``opic``       | the page's cash split by anchor relevance (``models.opic``) | none  |
-| ``bayes``      | KDE-NB P(relevant \\| anchor + context) (SPEC §2)           | hard  |
+| ``bayes``      | KDE-NB P(relevant \\| anchor + context) (§2.7)            | hard  |
 | ``vsm``        | page relevance × (0.5 + 0.5 · cos(keywords, anchor + context)) | hard |
 | ``cfc``        | the page's context layer (``models.context_graph``)        | soft  |
 """
@@ -148,7 +148,7 @@ class AnchorTextAnalysis(Strategy):
 
 
 class JointLinkSimilarity(Strategy):
-    """JLSE as published (SPEC §1): sim = max(sim_anchor, sim_predicted), formula (10)."""
+    """JLSE as published (docs/algorithms.md §1.10): sim = max(sim_anchor, sim_predicted), formula (10)."""
 
     name = "jlse-paper"
     product = False
@@ -175,10 +175,11 @@ class JointLinkSimilarityProduct(JointLinkSimilarity):
 
 
 class LearnedTunnelling(JointLinkSimilarity):
-    """The default JLSE: learned evidence is not scaled by the page, and focus is soft.
+    """The default JLSE: the product variant with a tunnel, and soft focus.
 
-    ``priority(i) = max(P(relevant | page) * sim_anchor(i), sim_predicted(i))``, and irrelevant
-    pages are expanded too (their links rank low unless the Q-table vouches for them).
+    ``priority(i) = max(P(relevant | page), tunnel_weight) * max(sim_anchor(i),
+    sim_predicted(i))``, and irrelevant pages are expanded too (their links rank low unless the
+    Q-table vouches for them strongly).
     Why it differs from formula (10), measured in the README: sharing P among the out-links
     ranks a link by how few siblings it has; multiplying the Q-learned evidence by P(page)
     silences it exactly where it matters, on the irrelevant hub pages on the way to relevant
@@ -209,7 +210,8 @@ def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:
 
 
 class BayesContext(Strategy):
-    """SPEC §2's Bayes crawler: a link's priority is P(relevant | anchor + context) by KDE-NB."""
+    """The Bayes crawler (docs/algorithms.md §2.7): a link's priority is
+    P(relevant | anchor + context) by KDE-NB."""
 
     name = "bayes"
 

@@ -13,7 +13,7 @@
 - link-text relevance (:meth:`TopicModel.context_relevance`): a KDE-NB on the sample pages
   whatever the page classifier; without both kinds of pages, the relevance model.
 
-VSM scores live on another scale (SPEC threshold 0.1) than posteriors (0.5), and the crawl
+VSM scores live on another scale (the paper's threshold 0.1, docs/algorithms.md §4.1) than posteriors (0.5), and the crawl
 compares relevance with ``relevance_threshold``. So a VSM score s is reported as the monotone
 piecewise-linear map of [0, 1] onto itself taking the VSM threshold to ``relevance_threshold``:
 ranks and the VSM's own relevant/irrelevant decision are kept.

@@ -1,4 +1,4 @@
-"""Position-weighted vector space model: page relevance to keywords (SPEC section 4).
+"""Position-weighted vector space model: page relevance to keywords (docs/algorithms.md §4.1).
 
 A page is split into position blocks (title, headings, meta, anchor, body - the parser's
 ``ParsedPage.blocks``). The query Q (all keywords' tokens) and every block S_l are ``tf · idf``
@@ -49,7 +49,7 @@ def normalised_weights(weights: Mapping[str, float]) -> dict[str, float]:
 
 
 class PositionVSM(ClassifierMixin, BaseEstimator):
-    """Relevance of a page's blocks to ``keywords``; ``weights`` None means the SPEC defaults."""
+    """Relevance of a page's blocks to ``keywords``; ``weights`` None means the defaults of docs/algorithms.md §4.1."""
 
     def __init__(
         self, keywords: Sequence[str] = (), weights: Mapping[str, float] | None = None,

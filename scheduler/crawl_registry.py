@@ -10,6 +10,7 @@ C + "model"            string  the topic model: ``.npz`` of raw arrays + JSON he
 C + "counters"         hash    fetched, relevant, targets, rejected, requeued,
                                learned_at_results, pages_per_s (dispatcher's estimate)
 C + "hosts"            hash    host -> pages fetched (``max_pages_per_host`` across workers)
+                               and ``ledger.domain_keys``: @domain -> pages, #domain -> hosts
 C + "robots_failures"  hash    host -> robots.txt unavailable so far (requeue limit)
 C + "workers"          hash    worker name -> Q-table version it serves (status, tests)
 C + "frontier:"        -       the ``RedisFrontier`` keys
@@ -35,7 +36,7 @@ import redis
 
 from jlse.records import CrawlTask
 from jlse.scheduler import redis_scripts
-from jlse.scheduler.ledger import HostLedger
+from jlse.scheduler.ledger import HostLedger, domain_keys, with_domain_counts
 from jlse.scheduler.redis_frontier import RedisFrontier, fingerprint
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
@@ -107,17 +108,6 @@ def check_crawl_id(crawl_id: str) -> str:
     if not _CRAWL_ID.match(crawl_id):
         raise ValueError(f"crawl id {crawl_id!r}: use 1-100 letters, digits, '_', '.' or '-'")
     return crawl_id
-
-
-def strip_password(url: str) -> str:
-    """``url`` without its password (workers take it from PGPASSWORD in their environment)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rpartition("@")[2]
-    if parts.username:
-        netloc = f"{parts.username}@{netloc}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def worker_store_url(url: str) -> str:
@@ -284,11 +274,14 @@ class CrawlRegistry:
         trip."""
         key = self.prefix(crawl_id) + "hosts"
         pipe = self.client.pipeline(transaction=False)
-        if fetched is not None:
+        if fetched is not None:  # the host, and its registered domain's pages (``HostLedger``)
             pipe.hincrby(key, fetched.lower(), 1)
+            pipe.hincrby(key, domain_keys(fetched)[0], 1)
         if hosts:
             pipe.hmget(key, hosts)
         replies = pipe.execute()  # also when only counting: a page without links counts too
+        if fetched is not None and replies[0] == 1:  # the host's first page: one more host
+            self.client.hincrby(key, domain_keys(fetched)[1], 1)
         values = replies[-1] if hosts else []
         return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
 
@@ -311,7 +304,7 @@ class CrawlRegistry:
         key = self.prefix(crawl_id) + "hosts"
         self.client.delete(key)
         if counts:
-            self.client.hset(key, mapping={host.lower(): n for host, n in counts.items()})
+            self.client.hset(key, mapping=with_domain_counts(counts))
 
     def robots_failures(self, crawl_id: str, host: str) -> int:
         return int(self.client.hget(self.prefix(crawl_id) + "robots_failures", host) or 0)

@@ -43,6 +43,7 @@ import redis
 
 from jlse.scheduler import redis_scripts
 from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
+from jlse.scheduler.metrics import serve_dispatcher
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 from jlse.settings import Settings
 
@@ -102,13 +103,18 @@ class Dispatcher:
     def run(self) -> None:
         """Serve every active crawl until ``stop`` (Ctrl+C / SIGTERM)."""
         log.info("dispatcher serving crawls under %s", self.registry.root)
-        while not self._stopping:
-            try:
-                _, wait = self.round()
-                self.wait(wait)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                log.warning("dispatcher: Redis unavailable (%s); retrying", exc)
-                time.sleep(1.0)
+        metrics = serve_dispatcher(self.registry)  # JLSE_DISPATCHER_METRICS_PORT: Prometheus
+        try:
+            while not self._stopping:
+                try:
+                    _, wait = self.round()
+                    self.wait(wait)
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    log.warning("dispatcher: Redis unavailable (%s); retrying", exc)
+                    time.sleep(1.0)
+        finally:
+            if metrics is not None:
+                metrics.close()
 
     def round(self) -> tuple[int, float]:
         """One pass over the active crawls; (tasks sent, seconds until a round is due even if

@@ -1,7 +1,7 @@
 """The frontier: which URL to fetch next.
 
 ``Frontier`` is the narrow interface both modes implement (in-process here, Redis in distributed
-mode). ``LocalFrontier`` is SPEC section 2's bounded priority queue:
+mode). ``LocalFrontier`` is the bounded priority queue of docs/algorithms.md §2.1:
 
 - highest priority first, ties in discovery order;
 - a URL pushed again while queued keeps its highest priority (and that push's payload);
@@ -10,11 +10,12 @@ mode). ``LocalFrontier`` is SPEC section 2's bounded priority queue:
 - politeness (``HostPoliteness``): only URLs whose host is ready are popped; a popped host is
   busy until ``finish``, then waits ``max(delay, politeness delay)``; a requeued URL keeps its
   place in the discovery order;
-- domain diversity (soft): prefer a host not among the last ``k - 1`` popped (so any ``k``
-  consecutive pops come from ``k`` hosts when possible), but only among hosts whose best URL
+- domain diversity (soft): prefer a host whose registered domain is not among the last
+  ``k - 1`` popped (so any ``k`` consecutive pops come from ``k`` domains when possible; a
+  trap's fresh subdomains are one domain), but only among hosts whose best URL
   has at least ``slack`` times the best ready priority (and at least ``min_priority``);
   otherwise take the best ready URL anyway, so a crawl of few hosts never stalls and
-  diversity never trades a relevant URL for a junk one (SPEC's strict rule would: on a web of
+  diversity never trades a relevant URL for a junk one (the paper's strict rule, docs/algorithms.md §2.1, would: on a web of
   30 hosts it is a round robin). ``RedisFrontier`` applies the same rule in its Lua pops.
 
 Internally: one heap per host, a heap of hosts keyed by their best URL, and a min-heap for
@@ -33,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 from jlse.records import CrawlTask
 from jlse.scheduler.politeness import HostPoliteness
-from jlse.scheduler.urls import host_of
+from jlse.scheduler.urls import host_of, registered_domain
 
 
 class Frontier(ABC):
@@ -73,8 +74,9 @@ class Frontier(ABC):
     def finish(self, task: CrawlTask, *, requeue: bool = False, delay: float | None = None,
                deltas: dict[str, int] | None = None) -> tuple[bool, dict[str, int]]:
         """End ``task``'s request: its host may be contacted again after
-        ``max(delay, politeness delay)``; with ``requeue`` the URL is queued again and its host
-        waits ``delay`` (robots.txt unavailable). Adds ``deltas`` to the crawl's counters.
+        ``max(delay, politeness delay)``; with ``requeue`` the URL is queued again, in its old
+        place, as ``task`` (its ``attempt`` count included), and its host waits ``delay``
+        (robots.txt unavailable, a retry). Adds ``deltas`` to the crawl's counters.
         Returns (the task was still in flight, the new values of the counters in ``deltas``);
         a task no longer in flight (its lease was reaped) changes nothing."""
 
@@ -171,8 +173,8 @@ class LocalFrontier(Frontier):
             return False, {}
         self.politeness.release(host_of(task.url), delay)
         if requeue:
-            seq, leased = popped
-            self._enqueue(leased, seq)
+            seq, _ = popped
+            self._enqueue(task, seq)  # ``task`` carries its attempt count
         changed = {name: value for name, value in (deltas or {}).items() if value}
         self._counters.update(changed)
         return True, {name: self._counters[name] for name in changed}
@@ -244,7 +246,7 @@ class LocalFrontier(Frontier):
                 continue
             if fallback is not None and -entry[0] < self.slack * -fallback[0]:
                 break  # the remaining hosts are too far below the best ready URL
-            if self.diversity > 1 and self._recent_count[host]:
+            if self.diversity > 1 and self._recent_count[registered_domain(host)]:
                 fallback = fallback or entry
                 continue
             chosen = entry
@@ -275,7 +277,7 @@ class LocalFrontier(Frontier):
         best = self._best_of_host(host)
         if best is not None:
             heapq.heappush(self._hosts, (best[0], best[1], host))
-        self._remember_host(host)
+        self._remember_host(registered_domain(host))
         return seq, task
 
     def _forget_one(self, host: str) -> None:
@@ -284,7 +286,8 @@ class LocalFrontier(Frontier):
             del self._host_count[host]
 
     def _remember_host(self, host: str) -> None:
-        """Keep the last ``diversity - 1`` hosts popped: with the next pop, k different."""
+        """Keep the last ``diversity - 1`` registered domains popped: with the next pop, k
+        different (by domain, so a trap's fresh subdomains are not "new" sites)."""
         if self.diversity <= 1:
             return
         self._recent.append(host)

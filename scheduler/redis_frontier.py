@@ -13,8 +13,8 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
   ``max(delay, default_delay)`` and every pop promotes the sleepers whose time has come. A hot
   host therefore holds at most one worker; the others take the next ready hosts. (There is no
   ``host_concurrency``: more than one request per host is ``LocalFrontier``'s alone.)
-- Domain diversity (soft, ``LocalFrontier``'s rule): a pop prefers a ready host not among the
-  last ``diversity - 1`` popped (``recent``, shared by every machine) if its best URL has at
+- Domain diversity (soft, ``LocalFrontier``'s rule): a pop prefers a ready host whose
+  registered domain is not among those of the last ``diversity - 1`` popped (``recent``, shared by every machine) if its best URL has at
   least ``slack`` x the best ready priority; it examines at most ``diversity`` hosts.
 - Leased pops: a popped URL moves to ``lease`` with a deadline in ``deadline``. ``ack`` ends the
   lease; ``reap`` puts expired leases back in their host queues (a worker killed with SIGKILL
@@ -61,8 +61,9 @@ P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits)
 P + "seen_count"      string  number of fingerprints in the seen sets
 P + "wake"            list    at most one token: a lease ended since the dispatcher's last round
 P + "low_next"        string  time before which the dispatcher sends no "low" URL
-P + "recent"          list    the last ``diversity - 1`` hosts popped, newest first
-P + "recent_count"    hash    host -> its entries in ``recent`` (O(1) membership)
+P + "recent"          list    the registered domains of the last ``diversity - 1`` pops, newest first
+P + "recent_count"    hash    domain -> its entries in ``recent`` (O(1) membership)
+P + "domain"          hash    host -> its registered domain, where they differ (set by pushes)
 ====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
@@ -87,7 +88,7 @@ from jlse.records import CrawlTask, LinkStatus
 from jlse.scheduler import redis_scripts
 from jlse.scheduler.frontier import Frontier
 from jlse.scheduler.store.base import CrawlStore
-from jlse.scheduler.urls import host_of
+from jlse.scheduler.urls import host_of, registered_domain
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,8 @@ class RedisFrontier(Frontier):
         args: list[Any] = [self.prefix, repr(self._clock()), fingerprint(task.url),
                            getattr(task, "lease", ""), repr(float(wait)),
                            "1" if requeue else "0", self.max_size,
-                           self.counters_key if names else ""]
+                           self.counters_key if names else "",
+                           task_json(task) if requeue else b""]
         for name in names:
             args += [name, deltas[name]]
         reply = self._finish(args=args)
@@ -382,7 +384,8 @@ def _push_args(task: CrawlTask, dedup: bool) -> list[Any]:
     if math.isnan(priority):
         raise ValueError(f"priority of {task.url!r} is NaN")
     fp = fingerprint(task.url)
-    args: list[Any] = [host_of(task.url), fp, repr(priority), task_json(task)]
+    host = host_of(task.url)
+    args: list[Any] = [host, registered_domain(host), fp, repr(priority), task_json(task)]
     if dedup:
         args.extend(seen_slot(fp))
     return args

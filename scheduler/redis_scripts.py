@@ -23,6 +23,10 @@ local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P 
 local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
 local BEST, LEASE_PRIORITY, WAKE = P .. 'best', P .. 'lease_priority', P .. 'wake'
 local RECENT, RECENT_COUNT = P .. 'recent', P .. 'recent_count'
+local DOMAIN = P .. 'domain'
+
+-- the registered domain of a host (domain diversity), as PUSH recorded it
+local function domain_of(host) return redis.call('HGET', DOMAIN, host) or host end
 
 local function qkey(host) return P .. 'q:' .. host end
 
@@ -146,13 +150,14 @@ local function parse_lease(v)
 end
 
 -- end a lease; with requeue the URL goes back to its host queue in its old place
-local function end_lease(fp, v, requeue, ready_at, now, max_size)
+local function end_lease(fp, v, requeue, ready_at, now, max_size, body)
   local _, host, score, stored = parse_lease(v)
   redis.call('HDEL', LEASE, fp)
   redis.call('ZREM', DEADLINE, fp)
   redis.call('ZREM', LEASE_PRIORITY, fp)
   if requeue then
-    enqueue(host, fp, score, string.sub(stored, 7), string.sub(stored, 1, 6), max_size)
+    if not body or body == '' then body = string.sub(stored, 7) end
+    enqueue(host, fp, score, body, string.sub(stored, 1, 6), max_size)
   end
   free_host(host, ready_at, now)
 end
@@ -167,7 +172,8 @@ local function pick_ready(min, diversity, slack)
   if not head[1] then return nil end
   local top = tonumber(head[2])
   if min and top < min then return nil end
-  if diversity <= 1 or redis.call('HEXISTS', RECENT_COUNT, string.sub(head[1], 7)) == 0 then
+  local top_domain = domain_of(string.sub(head[1], 7))
+  if diversity <= 1 or redis.call('HEXISTS', RECENT_COUNT, top_domain) == 0 then
     return head[1]
   end
   local bound = slack * top
@@ -175,7 +181,9 @@ local function pick_ready(min, diversity, slack)
   local near = redis.call('ZREVRANGEBYSCORE', READY, '+inf', string.format('%.17g', bound),
                           'LIMIT', 1, diversity - 1)
   for _, entry in ipairs(near) do
-    if redis.call('HEXISTS', RECENT_COUNT, string.sub(entry, 7)) == 0 then return entry end
+    if redis.call('HEXISTS', RECENT_COUNT, domain_of(string.sub(entry, 7))) == 0 then
+      return entry
+    end
   end
   return head[1]
 end
@@ -210,7 +218,7 @@ local function pop_one(now, lease_seconds, min, diversity, slack)
   redis.call('HDEL', TASK, fp)
   reindex(host, q, top, bottom)
   redis.call('SADD', BUSY, host)
-  remember_host(host, diversity)
+  remember_host(domain_of(host), diversity)
   local token = string.format('%d', redis.call('INCR', SEQ))
   redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
   redis.call('ZADD', DEADLINE, now + lease_seconds, fp)
@@ -249,20 +257,21 @@ local function best_priority()
 end
 """
 
-# ARGV: prefix, max_size, dedup ('1' = add_new), then per URL: host, fp, score, body
-# [, seen shard, seen value]. Returns 1/0 per URL (added or raised).
+# ARGV: prefix, max_size, dedup ('1' = add_new), then per URL: host, its registered domain, fp,
+# score, body [, seen shard, seen value]. Returns 1/0 per URL (added or raised).
 PUSH = PRELUDE + r"""
 local max_size = tonumber(ARGV[2])
 local dedup = ARGV[3] == '1'
-local step = 4
-if dedup then step = 6 end
+local step = 5
+if dedup then step = 7 end
 local results = {}
 for i = 4, #ARGV, step do
-  local host, fp, score, body = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local host, fp, score, body = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  if ARGV[i + 1] ~= host then redis.call('HSETNX', DOMAIN, host, ARGV[i + 1]) end
   local added = 0
   if not dedup then
     added = enqueue(host, fp, score, body, nil, max_size)
-  elseif redis.call('SADD', P .. 'seen:' .. ARGV[i + 4], ARGV[i + 5]) == 1 then
+  elseif redis.call('SADD', P .. 'seen:' .. ARGV[i + 5], ARGV[i + 6]) == 1 then
     redis.call('INCR', SEEN_COUNT)
     added = enqueue(host, fp, score, body, nil, max_size)
   elseif redis.call('HEXISTS', TASK, fp) == 1 then
@@ -354,7 +363,8 @@ return reply
 """
 
 # ARGV: prefix, now, fp, token ('' = any), seconds until the host is ready, requeue ('1'/'0'),
-# max_size, counters key ('' = none), then pairs (counter, delta). Returns {0} if the lease is
+# max_size, counters key ('' = none), the task's JSON to queue again ('' = as leased), then pairs
+# (counter, delta). Returns {0} if the lease is
 # gone (reaped) or belongs to a later pop: nothing is done, the counters are left alone too
 # (the live lease's holder counts the URL). Else the lease ends, the deltas are added and a
 # token is left in WAKE for the dispatcher: {1, the new value of each counter}.
@@ -364,11 +374,11 @@ local v = redis.call('HGET', LEASE, ARGV[3])
 if not v then return {0} end
 local token = parse_lease(v)
 if ARGV[4] ~= '' and ARGV[4] ~= token then return {0} end
-end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, tonumber(ARGV[7]))
+end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, tonumber(ARGV[7]), ARGV[9])
 if redis.call('LLEN', WAKE) == 0 then redis.call('RPUSH', WAKE, '1') end
 local reply = {1}
 if ARGV[8] ~= '' then
-  for i = 9, #ARGV, 2 do
+  for i = 10, #ARGV, 2 do
     reply[#reply + 1] = redis.call('HINCRBY', ARGV[8], ARGV[i], ARGV[i + 1])
   end
 end

@@ -9,12 +9,17 @@ What a robots.txt fetch means (RFC 9309 section 2.3.1):
 * 4xx, too many redirects, a refused address: "unavailable", everything is allowed.
 * 5xx, 429, timeout, connection error: "unreachable", the whole host is disallowed and the answer
   is cached only for ``robots_retry_after`` seconds, after which robots.txt is fetched again.
+
+robots.txt fetches have their own deadline (``robots_deadline``) and at most ``robots_slots`` run
+at once per cache: when they are all taken, a URL of a host not yet known is *pending* (its
+runner queues it again shortly), so hosts whose robots.txt hangs never hold every fetch slot.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +39,8 @@ log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNREACHABLE_OUTCOMES = {Outcome.TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.ERROR}
+PENDING_HOSTS = 100_000  # hosts remembered as waiting for a robots.txt slot
+PENDING_TTL = 600.0  # seconds a waiting host is remembered
 
 
 class RobotsResponse(Protocol):
@@ -59,6 +66,8 @@ class RobotsVerdict:
     unavailable: bool = False  # robots.txt 5xx/unreachable: host disallowed for now
     retry_after: float | None = None  # seconds until the host should be tried again
     fetched: bool = False  # this check fetched robots.txt (a request was made to the host)
+    pending: bool = False  # not known yet and every robots.txt slot is busy: ask again soon
+    sitemaps: tuple[str, ...] = ()  # its Sitemap: lines (only in the verdict that fetched it)
 
 
 @dataclass
@@ -69,6 +78,7 @@ class _Entry:
     rules: Protego | None = None  # None: everything allowed (or nothing, if unreachable)
     unreachable: bool = False
     crawl_delay: float | None = None
+    sitemaps: tuple[str, ...] = ()  # the Sitemap: lines
 
 
 def robots_origin(url: str) -> str | None:
@@ -104,6 +114,8 @@ class RobotsCache:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}  # per-host locks while robots.txt loads
         self._lock = threading.Lock()  # guards _entries and _loading
+        self._slots = threading.BoundedSemaphore(robots_slots(settings))
+        self._pending: OrderedDict[str, float] = OrderedDict()  # origin -> when it waited
 
     def check(self, url: str) -> RobotsVerdict:
         """May ``url`` be fetched? Fetches robots.txt once per host when it is not cached."""
@@ -113,6 +125,8 @@ class RobotsCache:
         if origin is None:
             return RobotsVerdict(allowed=True)  # not an http(s) URL: the fetcher refuses it
         entry, fetched = self._entry_for(origin)
+        if entry is None:
+            return RobotsVerdict(False, pending=True, retry_after=self._pending_wait(origin))
         return self._verdict(entry, url, fetched)
 
     def crawl_delay(self, host: str) -> float | None:
@@ -125,10 +139,39 @@ class RobotsCache:
                 return entry.crawl_delay
         return None
 
-    def _entry_for(self, origin: str) -> tuple[_Entry, bool]:
+    def _entry_for(self, origin: str) -> tuple[_Entry | None, bool]:
+        """The host's entry and whether this call fetched it; (None, False) when robots.txt is
+        not known and no robots.txt slot is free."""
         entry = self._cached(origin)
         if entry is not None:
             return entry, False
+        with self._lock:
+            being_loaded = origin in self._loading
+        if being_loaded:  # wait for the thread loading it (no slot of our own)
+            return self._load_once(origin)
+        if not self._slots.acquire(blocking=False):
+            return None, False
+        try:
+            return self._load_once(origin)
+        finally:
+            self._slots.release()
+
+    def _pending_wait(self, origin: str) -> float:
+        """Seconds a host waiting for a robots.txt slot should stay away: about the time the
+        slots need to serve every host waiting (hosts whose robots.txt hang must not come
+        back hundreds of times a second, crowding out the hosts that answer)."""
+        now = time.monotonic()
+        with self._lock:
+            self._pending[origin] = now
+            self._pending.move_to_end(origin)
+            while self._pending and (len(self._pending) > PENDING_HOSTS
+                                     or next(iter(self._pending.values())) < now - PENDING_TTL):
+                self._pending.popitem(last=False)
+            waiting = len(self._pending)
+        rounds = 1.0 + waiting / robots_slots(self.settings)
+        return self.settings.robots_deadline * rounds * random.uniform(0.5, 1.5)
+
+    def _load_once(self, origin: str) -> tuple[_Entry, bool]:
         with self._lock:
             host_lock = self._loading.setdefault(origin, threading.Lock())
         with host_lock:
@@ -139,6 +182,7 @@ class RobotsCache:
             with self._lock:
                 self._store(origin, entry)
                 self._loading.pop(origin, None)
+                self._pending.pop(origin, None)
         return entry, True
 
     def _cached(self, origin: str) -> _Entry | None:
@@ -183,7 +227,8 @@ class RobotsCache:
         except Exception:  # protego is lenient; a crash here means "no usable rules"
             log.warning("%s could not be parsed: all allowed", robots_url, exc_info=True)
             return _Entry(expires_at=expires_at)
-        return _Entry(expires_at=expires_at, rules=rules, crawl_delay=self._capped_delay(delay))
+        return _Entry(expires_at=expires_at, rules=rules, crawl_delay=self._capped_delay(delay),
+                      sitemaps=tuple(rules.sitemaps))
 
     def _unreachable_entry(self, robots_url: str, reason: str) -> _Entry:
         retry_after = self.settings.robots_retry_after
@@ -207,7 +252,13 @@ class RobotsCache:
                 allowed = entry.rules.can_fetch(url, self.agent)
             except Exception:  # an odd URL protego cannot match: no rule applies to it
                 log.debug("robots match failed for %s", url, exc_info=True)
-        return RobotsVerdict(allowed, crawl_delay=entry.crawl_delay, fetched=fetched)
+        return RobotsVerdict(allowed, crawl_delay=entry.crawl_delay, fetched=fetched,
+                             sitemaps=entry.sitemaps if fetched else ())
+
+
+def robots_slots(settings: Settings) -> int:
+    """robots.txt fetches allowed at once: ``robots_slots``, or a quarter of ``concurrency``."""
+    return settings.robots_slots or max(1, settings.concurrency // 4)
 
 
 def _is_unreachable(result: RobotsResponse) -> bool:

@@ -1,9 +1,22 @@
-"""Spider-trap and scope defences: the checks a URL passes before it may be queued."""
+"""Spider-trap and scope defences: the checks a URL passes before it may be queued.
+
+Beyond depth, length, repeated segments, pattern runs, scope and the per-host budget:
+
+- registered domains (``HostLedger.domain_keys``, public-suffix aware): a page budget per
+  domain over all its hosts, and at most ``max_hosts_per_domain`` hosts fetched from, so a
+  site that puts every page on a new subdomain costs that many pages, not the crawl;
+- query variants: a page whose links have its own shape (``pattern_run`` >= 1, e.g.
+  ``/item?id=…`` linking to more ``/item?id=…``) may add at most ``max_query_variants``
+  distinct query strings of one host + path + parameter names; a catalogue's list pages, whose
+  shape differs from the items', are not counted. Counted in this process (a cluster's workers
+  each count their own, so the bound there is per worker).
+"""
 
 from __future__ import annotations
 
 import functools
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -29,21 +42,26 @@ def _matches(hostname: str, domains: tuple[str, ...]) -> bool:
     return any(hostname == d or hostname.endswith("." + d) for d in domains)
 
 
-class TrapGuard:
-    """Refuses URLs that are too long, too deep, repetitive, out of scope or over a host budget.
+VARIANT_SHAPES = 4096  # host + path + keys shapes whose query variants are remembered
 
-    Stateless after construction, so one guard serves every thread.
+
+class TrapGuard:
+    """Refuses URLs that are too long, too deep, repetitive, out of scope, over a host or
+    domain budget, or one query variant too many. Thread-safe; one guard serves every thread.
     """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._allowed = _domain_list(settings.allowed_domains)
         self._denied = _domain_list(settings.denied_domains)
+        self._variants: OrderedDict[str, set[str]] = OrderedDict()  # shape -> queries seen
+        self._variants_lock = threading.Lock()
 
-    def refuse_reason(self, url: str, depth: int, pattern_run: int,
-                      host_fetched: int = 0) -> str | None:
+    def refuse_reason(self, url: str, depth: int, pattern_run: int, host_fetched: int = 0,
+                      domain_pages: int = 0, domain_hosts: int = 0) -> str | None:
         """None if ``url`` may be queued, else a short reason (the caller logs it).
-        ``host_fetched``: pages fetched so far from the URL's host (``HostLedger``)."""
+        ``host_fetched``: pages fetched so far from the URL's host; ``domain_pages`` /
+        ``domain_hosts``: pages and hosts fetched from its registered domain (``HostLedger``)."""
         settings = self.settings
         if len(url) > settings.max_url_length:
             return "url too long"
@@ -60,7 +78,35 @@ class TrapGuard:
             return "pattern run"
         if host_fetched >= settings.max_pages_per_host:
             return "host budget"
+        if domain_over_budget(settings, host_fetched, domain_pages, domain_hosts):
+            return "domain budget"
+        if pattern_run > 0 and self._one_variant_too_many(url):
+            return "query variants"
         return None
+
+    def _one_variant_too_many(self, url: str) -> bool:
+        """Whether ``url`` is a new query string of a host + path + keys shape that already
+        has ``max_query_variants`` (it is remembered otherwise)."""
+        shape, _, query = url.partition("?")
+        if not query:
+            return False
+        query = query.partition("#")[0]
+        shape += "?" + "&".join(sorted({pair.partition("=")[0] for pair in query.split("&")}))
+        limit = self.settings.max_query_variants
+        with self._variants_lock:
+            seen = self._variants.get(shape)
+            if seen is None:
+                seen = self._variants[shape] = set()
+                if len(self._variants) > VARIANT_SHAPES:
+                    self._variants.popitem(last=False)
+            else:
+                self._variants.move_to_end(shape)
+            if query in seen:
+                return False
+            if len(seen) >= limit:
+                return True
+            seen.add(query)
+            return False
 
     def in_scope(self, host: str) -> bool:
         """Whether ``host`` (``host[:port]``) is allowed by allowed_domains/denied_domains."""
@@ -80,6 +126,14 @@ class TrapGuard:
     def child_pattern_run(self, parent_url: str, parent_run: int, child_url: str) -> int:
         """``parent_run + 1`` if the child has the parent's URL pattern, else 0."""
         return parent_run + 1 if _pattern(child_url) == _pattern(parent_url) else 0
+
+
+def domain_over_budget(settings: Settings, host_fetched: int, domain_pages: int,
+                       domain_hosts: int) -> bool:
+    """A registered domain's page budget is spent, or the host would be one host too many."""
+    if domain_pages >= settings.max_pages_per_domain:
+        return True
+    return host_fetched == 0 and domain_hosts >= settings.max_hosts_per_domain
 
 
 @functools.lru_cache(maxsize=65536)  # a page's own pattern is asked once per out-link

@@ -1,6 +1,6 @@
-"""URL canonicalisation (SPEC section 2 (a)-(f)) and the URL features the scheduler needs.
+"""URL canonicalisation (docs/algorithms.md §2.4 (a)-(f)) and the URL features the scheduler needs.
 
-Beyond SPEC's (a)-(f), session ids are dropped, as Heritrix and Nutch do: a query parameter
+Beyond the paper's (a)-(f), session ids are dropped, as Heritrix and Nutch do: a query parameter
 named like one (``SESSION_PARAMETERS``) whose value looks like a token (16 or more letters,
 digits, ``-`` or ``_``), and a ``;jsessionid=`` path parameter. Otherwise every link of a site
 that puts a fresh session id in its URLs is a new page, a spider trap no depth or pattern rule
@@ -22,15 +22,16 @@ import logging
 import re
 from urllib.parse import parse_qsl, urljoin, urlsplit
 
+from publicsuffixlist import PublicSuffixList
 from w3lib.url import safe_url_string
 
 from jlse.models.link_index import url_tokens  # noqa: F401  (re-exported)
+from jlse.scheduler.hosts import canonical_host
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 INDEX_PAGES = ("index.html", "index.htm")
-MAX_HOST_LENGTH = 253
 MAX_NETLOC_LENGTH = 1024  # host, port and user info
 CACHED_URL_CHARS = 2048  # longer URLs are not kept in the canonicalisation cache
 
@@ -42,7 +43,6 @@ _QUERY_SAFE = frozenset(_PATH_SAFE | set("?"))
 _ESCAPE_OR_UNSAFE = re.compile(r"%[0-9A-Fa-f]{2}|[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
 _C0_OR_SPACE = "".join(chr(c) for c in range(0x21))
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
-_HOST_NAME = re.compile(r"(?:[a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _PORT = re.compile(r"[0-9]{1,5}")
 SESSION_PARAMETERS = frozenset({"sid", "sessid", "sessionid", "session_id", "jsessionid",
@@ -76,7 +76,7 @@ def _canonicalize(url: str, base: str | None) -> str | None:
 @functools.lru_cache(maxsize=16384)  # site navigation links repeat on every page of a site
 def _canonical_absolute(url: str) -> str | None:
     if not url.isascii():
-        url = safe_url_string(url)
+        url = safe_url_string(_with_ascii_host(url))
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
@@ -147,7 +147,7 @@ def _canonical_netloc(netloc: str, scheme: str) -> str | None:
         port_text = rest[1:]
     else:
         host_text, _, port_text = hostport.partition(":")
-        host = _canonical_host(host_text)
+        host = canonical_host(host_text)
     if host is None:
         return None
     if not port_text:
@@ -160,6 +160,15 @@ def _canonical_netloc(netloc: str, scheme: str) -> str | None:
     return host if port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
 
 
+def canonical_netloc(netloc: str, scheme: str) -> str | None:
+    """``host[:port]`` of an http(s) URL as ``canonicalize`` writes it (user info dropped,
+    host by ``canonical_host``, default port dropped); None if invalid."""
+    scheme = scheme.lower()
+    if scheme not in DEFAULT_PORTS or len(netloc) > MAX_NETLOC_LENGTH:
+        return None
+    return _canonical_netloc(netloc, scheme)
+
+
 def _canonical_ipv6(text: str) -> str | None:
     try:
         return f"[{ipaddress.IPv6Address(text).compressed}]"
@@ -167,18 +176,20 @@ def _canonical_ipv6(text: str) -> str | None:
         return None
 
 
-def _canonical_host(text: str) -> str | None:
-    """Lower-case, punycode host name with one trailing dot removed; None if invalid."""
-    host = text.lower()
-    if not host.isascii():
-        return None  # safe_url_string could not IDNA-encode it
-    if host.endswith("."):
-        host = host[:-1]
-    if not host or len(host) > MAX_HOST_LENGTH:
-        return None
-    if not _HOST_NAME.fullmatch(host):
-        return None
-    return host
+def _with_ascii_host(url: str) -> str:
+    """``url`` with its host made ASCII (UTS #46, non-transitional) before w3lib escapes the
+    rest: w3lib's IDNA 2003 would make ``faß.de`` into ``fass.de``, browsers go to
+    ``xn--fa-hia.de``. An invalid host is left for ``canonical_host`` to refuse."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if hostport.startswith("[") or hostport.isascii():
+        return url
+    host_text, colon, port = hostport.partition(":")
+    host = canonical_host(host_text)
+    if host is None:
+        return url
+    netloc = f"{userinfo}{at}{host}{colon}{port}"
+    return parts._replace(netloc=netloc).geturl()
 
 
 def _without_session_ids(query: str) -> str:
@@ -263,22 +274,19 @@ def hostname_of(host: str) -> str:
     return host.partition(":")[0]
 
 
-# Second-level labels under a two-letter country TLD that are public suffixes themselves.
-_SECOND_LEVEL_SUFFIXES = frozenset(
-    ("com", "net", "org", "gov", "edu", "ac", "co", "mil", "or", "ne", "go", "gob", "nic")
-)
+_SUFFIXES = PublicSuffixList()  # the package's bundled list; never fetched
 
 
+@functools.lru_cache(maxsize=65536)
 def registered_domain(host: str) -> str:
-    """Crude eTLD+1 of a host: ``a.b.example.com`` -> ``example.com``, ``x.example.com.cn`` ->
-    ``example.com.cn``. IP addresses are returned as they are. No public-suffix list."""
+    """The registered domain (eTLD+1, by the public-suffix list bundled with
+    ``publicsuffixlist``) of a host: ``a.b.example.com`` -> ``example.com``,
+    ``x.example.com.cn`` -> ``example.com.cn``, ``me.github.io`` -> ``me.github.io``. IP
+    addresses, single labels and bare suffixes are returned as they are."""
     name = hostname_of(host.lower()).rstrip(".")
     if name.startswith("[") or _is_ipv4(name):
         return name
-    labels = name.split(".")
-    if len(labels) >= 3 and len(labels[-1]) == 2 and labels[-2] in _SECOND_LEVEL_SUFFIXES:
-        return ".".join(labels[-3:])
-    return ".".join(labels[-2:])
+    return _SUFFIXES.privatesuffix(name) or name
 
 
 def _is_ipv4(name: str) -> bool:

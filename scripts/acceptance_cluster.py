@@ -151,6 +151,8 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str) -> list[str]:
     failures: list[str] = []
     client = redis.Redis.from_url(REDIS_URL)
     with SandboxServer(web, latency=args.latency) as server:
+        # the workers' own proxy and database server (a worker never takes them from Redis)
+        env.update(JLSE_PROXY=server.proxy_url, DATABASE_URL=store_url)
         if make("cluster-up", env, args.workers).returncode != 0:
             return ["make cluster-up failed"]
         try:

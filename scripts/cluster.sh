@@ -32,7 +32,9 @@ STARTED=()
 
 say() { printf 'cluster: %s\n' "$*"; }
 die() { printf 'cluster: ERROR: %s\n' "$*" >&2; exit 1; }
-redact() { sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#'; }
+redact() {  # the shell's twin of jlse/redact.py: URL passwords and secret parameters
+  sed -E 's#(://[^:/@]*):[^@/]*@#\1:***@#; s#([?&][^=&]*(pass|pwd|secret|token|api[-_]?key)[^=&]*=)[^&[:space:]]*#\1***#Ig'
+}
 
 pid_file() { printf '%s/%s.pid' "$RUN_DIR" "$1"; }
 log_file() { printf '%s/%s.log' "$RUN_DIR" "$1"; }
@@ -85,16 +87,25 @@ role_command() {  # ROLE -> sets CMD to the command line that runs it
   esac
 }
 
+flower_auth_file() { printf '%s/flower-auth' "$RUN_DIR"; }
+
 prepare_flower_env() {
-  # Flower reads FLOWER_BASIC_AUTH itself: the password stays out of `ps` output.
-  if [ -z "${FLOWER_BASIC_AUTH:-}" ]; then
-    unset FLOWER_BASIC_AUTH
-    [ "$FLOWER_ADDRESS" = 127.0.0.1 ] || say "WARNING: Flower on $FLOWER_ADDRESS without FLOWER_BASIC_AUTH"
-  elif [[ $FLOWER_BASIC_AUTH != *:* ]]; then
-    die "FLOWER_BASIC_AUTH must be user:password"
-  else
-    export FLOWER_BASIC_AUTH
+  # Flower always runs behind basic auth: its pages show task arguments (URLs, anchor text).
+  # Flower reads FLOWER_BASIC_AUTH itself, so the password stays out of `ps` output. Without
+  # one in the environment, a password is generated once, kept in $RUN_DIR/flower-auth (mode
+  # 600, reused by later starts) and printed when it is made.
+  local file
+  file=$(flower_auth_file)
+  if [ -z "${FLOWER_BASIC_AUTH:-}" ] && [ -s "$file" ]; then
+    FLOWER_BASIC_AUTH=$(head -n 1 "$file")
+  elif [ -z "${FLOWER_BASIC_AUTH:-}" ]; then
+    mkdir -p "$RUN_DIR"
+    FLOWER_BASIC_AUTH="admin:$(LC_ALL=C tr -dc 'A-Za-z0-9' </dev/urandom | head -c 24 || true)"
+    (umask 077 && printf '%s\n' "$FLOWER_BASIC_AUTH" >"$file")
+    say "Flower login (generated, shown once; kept in $file): $FLOWER_BASIC_AUTH"
   fi
+  [[ $FLOWER_BASIC_AUTH == ?*:?* ]] || die "FLOWER_BASIC_AUTH must be user:password"
+  export FLOWER_BASIC_AUTH
 }
 
 cluster_roles() {  # the roles `up` manages, one a line

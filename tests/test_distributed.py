@@ -35,10 +35,17 @@ FAST = {"politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
         "connect_timeout": 2.0, "read_timeout": 2.0, "fetch_deadline": 4.0,
         "lease_seconds": 8.0, "cf": 30}
 BUDGET = 300
+WORKER_ENV: dict[str, str] = {}  # a worker's own proxy and database (never from Redis)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def worker_env(sandbox, pg_database_url) -> None:
+    WORKER_ENV.update(JLSE_PROXY=sandbox.proxy_url, DATABASE_URL=pg_database_url)
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=PREFIX, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=PREFIX, PYTHONUNBUFFERED="1",
+               **WORKER_ENV)
     env.pop("CELERY_BROKER_URL", None)  # the default: db 1 of REDIS_URL's server
     return env
 
@@ -332,6 +339,23 @@ def test_frontier_rebuild_after_redis_data_loss(cluster, phones_topic, sandbox, 
     print(f"Redis data loss: {len(duplicates)} pages fetched twice")
     assert len(duplicates) <= 2 * FAST["concurrency"]
     assert _queued_urls_lost(pg_store_url, redis_client, "flush1") == []
+
+
+# --- retries wait the host's Crawl-delay in the Redis frontier --------------------------------
+def test_distributed_retries_wait_the_crawl_delay(cluster, sandbox, sandbox_web, pg_store_url,
+                                                  tmp_path):
+    from test_retries import PAGES, check_retried_politely, retry_topic
+
+    sandbox.clear_log()
+    args = ["crawl", "--topic", str(retry_topic(tmp_path / "topic")), "--max-pages", str(PAGES),
+            "--strategy", "bfs", "--store", pg_store_url, "--frontier", REDIS_URL,
+            "--crawl-id", "retries1", "--no-progress", "--json"]
+    for key, value in _settings(sandbox, politeness_delay=0.0, retry_backoff=0.05).items():
+        args += ["--set", f"{key}={value}"]
+    _run_crawl(_jlse(*args), cluster, timeout=120)
+    with open_store(pg_store_url) as store:
+        outcomes = store.stats().outcomes
+    check_retried_politely(sandbox.log, sandbox_web, outcomes)
 
 
 # --- the topic model travels through Redis as raw arrays + JSON --------------------------------

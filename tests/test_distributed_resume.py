@@ -39,6 +39,7 @@ from jlse.scheduler.store import open_store
 
 # the fixtures of test_distributed, module-scoped here too
 redis_client = test_distributed.redis_client
+worker_env = test_distributed.worker_env
 phones_topic = test_distributed.phones_topic
 STOP_AT = 30
 MAX_OUTSTANDING = 2 * FAST["concurrency"]  # the dispatcher's default

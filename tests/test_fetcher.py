@@ -6,7 +6,6 @@ import socket
 import threading
 import time
 import tracemalloc
-import uuid
 
 import pytest
 
@@ -14,7 +13,15 @@ from jlse.records import Outcome
 from jlse.sandbox.faults import ENCODING_SAMPLES, gzip_bomb
 from jlse.scheduler.robots import RobotsCache
 from jlse.settings import Settings
-from jlse.workers.fetcher import ROBOTS_MAX_BYTES, Fetcher, invalid_url_reason
+from jlse.workers.deadline import WATCH
+from jlse.workers.fetcher import (
+    ROBOTS_MAX_BYTES,
+    Fetcher,
+    FetchResult,
+    invalid_url_reason,
+    is_retryable,
+    retry_wait,
+)
 
 BASE = "http://faults.test"
 PROXY_VARIABLES = (
@@ -136,28 +143,30 @@ def test_4xx_is_an_http_error_without_retries(fetcher, sandbox) -> None:
     assert len(served(sandbox, start, "/status/404")) == 1
 
 
-def test_5xx_is_retried_then_an_http_error(fetcher, sandbox) -> None:
+def test_5xx_is_one_request_and_worth_a_retry(fetcher, sandbox) -> None:
+    """The fetcher never retries inline: the frontier does, after the host's delay."""
     start = len(sandbox.log)
     result = fetcher.fetch(f"{BASE}/status/500")
     assert result.outcome is Outcome.HTTP_ERROR and result.status_code == 500
-    assert len(served(sandbox, start, "/status/500")) == 1 + fetcher.settings.max_retries
+    assert len(served(sandbox, start, "/status/500")) == 1
+    assert is_retryable(result)
+    assert not is_retryable(fetcher.fetch(f"{BASE}/status/404"))
+
+
+def test_retry_wait_backs_off_and_honours_retry_after() -> None:
+    settings = Settings(retry_backoff=0.5, max_crawl_delay=30.0)
+    failed = FetchResult("http://a.test/", Outcome.HTTP_ERROR, status_code=503)
+    assert [retry_wait(settings, failed, attempt) for attempt in range(3)] == [0.5, 1.0, 2.0]
+    failed.retry_after = 12.0
+    assert retry_wait(settings, failed, 0) == 12.0
+    failed.retry_after = 3600.0
+    assert retry_wait(settings, failed, 0) == 30.0  # capped at max_crawl_delay
 
 
 def test_3xx_without_location_is_an_http_error(fetcher) -> None:
     result = fetcher.fetch(f"{BASE}/status/302")
     assert result.outcome is Outcome.HTTP_ERROR and result.status_code == 302
     assert "Location" in result.error
-
-
-def test_flaky_page_succeeds_after_retries(fetcher) -> None:
-    result = fetcher.fetch(f"{BASE}/flaky/{uuid.uuid4().hex}")
-    assert result.outcome is Outcome.OK and result.status_code == 200
-
-
-def test_flaky_page_fails_when_retries_run_out(sandbox) -> None:
-    fetcher = Fetcher(fast_settings(sandbox, max_retries=1))
-    result = fetcher.fetch(f"{BASE}/flaky/{uuid.uuid4().hex}")
-    assert result.outcome is Outcome.HTTP_ERROR and result.status_code == 503
 
 
 def test_slow_page_within_the_timeout(fetcher) -> None:
@@ -364,3 +373,55 @@ def test_encoding_pages_decode_correctly(fetcher, name) -> None:
     assert result.outcome is Outcome.OK, result.error
     assert ENCODING_SAMPLES[name] in result.text, (name, result.encoding)
     assert "\ufffd" not in result.text and not result.text.startswith("\ufeff")
+
+
+def test_slow_headers_end_at_the_deadline_through_a_proxy(sandbox) -> None:
+    """A server trickling its status line and headers cannot outlast ``fetch_deadline``
+    (the read timeout alone restarts with every byte)."""
+    fetcher = Fetcher(fast_settings(sandbox, read_timeout=10.0, fetch_deadline=2.0))
+    started = time.monotonic()
+    result = fetcher.fetch("http://s1.slow-headers.test/page/1.html")
+    took = time.monotonic() - started
+    assert result.outcome is Outcome.TIMEOUT, result
+    assert "headers" in result.error
+    assert took < 4.0
+
+
+def test_slow_headers_end_at_the_deadline_on_a_direct_connection() -> None:
+    stop = threading.Event()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def trickle() -> None:
+            conn, _ = server.accept()
+            with conn:
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n":
+                    if stop.wait(0.5):
+                        return
+                    try:
+                        conn.sendall(bytes((byte,)))
+                    except OSError:
+                        return
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        fetcher = Fetcher(Settings(allow_private=True, read_timeout=5.0, fetch_deadline=1.5))
+        expired_before = WATCH.expired
+        started = time.monotonic()
+        result = fetcher.fetch(f"http://127.0.0.1:{port}/")
+        took = time.monotonic() - started
+        stop.set()
+    assert result.outcome is Outcome.TIMEOUT, result
+    assert took < 3.0
+    assert WATCH.expired > expired_before
+
+
+def test_robots_fetch_has_its_own_deadline(sandbox) -> None:
+    fetcher = Fetcher(fast_settings(sandbox, read_timeout=30.0, fetch_deadline=30.0,
+                                    robots_deadline=1.0))
+    started = time.monotonic()
+    result = fetcher.fetch_robots("http://h1.robots-hang.stall.test/robots.txt")
+    assert result.outcome is Outcome.TIMEOUT
+    assert time.monotonic() - started < 2.5

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -241,6 +242,19 @@ def test_requeue_keeps_the_place_and_waits_the_retry_delay(make, clock):
     clock.advance(60.0)
     again = frontier.pop()
     assert (again.url, again.priority) == ("http://a.test/1", 0.5)  # its discovery order
+
+
+def test_a_retried_task_comes_back_with_its_attempt_count(make, clock):
+    frontier = make()
+    frontier.push_many([task("http://a.test/1", 0.7, url_id=3, anchor_text="specs"),
+                        task("http://a.test/2", 0.5)])
+    got = frontier.pop()
+    assert got.attempt == 0
+    assert frontier.finish(replace(got, attempt=1), requeue=True, delay=5.0)[0]
+    clock.advance(5.0)
+    again = frontier.pop()
+    assert (again.url, again.url_id, again.priority, again.anchor_text, again.attempt) == \
+        ("http://a.test/1", 3, 0.7, "specs", 1)
 
 
 def test_requeue_waits_at_least_the_politeness_delay(make, clock):

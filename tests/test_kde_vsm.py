@@ -1,4 +1,4 @@
-"""KDE-NB (SPEC section 2), the position-weighted VSM (SPEC section 4) and the TopicModel's
+"""KDE-NB (docs/algorithms.md §2.6), the position-weighted VSM (§4.1) and the TopicModel's
 page-classifier choice, on hand-made data and on a sandbox topic directory."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_kde_density_matches_a_hand_computation(bandwidth: str) -> None:
     model = _toy_kde(bandwidth=bandwidth)
     classes = (np.array([[0.6, 0.8], [0.0, 1.0], [0.1, 0.9]]), np.array([[0.8, 0.6], [1.0, 0.0]]))
 
-    def sigma(vectors: np.ndarray) -> float:  # SPEC's 1/sqrt(n_c), or 1/sqrt(mean class size)
+    def sigma(vectors: np.ndarray) -> float:  # the paper's 1/sqrt(n_c), or 1/sqrt(mean class size)
         return 1 / math.sqrt(len(vectors) if bandwidth == "per-class" else 2.5)
 
     def log_density(value: float, vectors: np.ndarray, j: int) -> float:

@@ -63,6 +63,10 @@ class MultiHostCluster:
         self.local_redis_url = services["redis"].url
         self.redis_url = f"redis://{lab.gateway}:{lab.redis_fwd.port}/0"  # as the hosts see it
         self.hosts = {name: lab.add_host(name) for name in ("w1", "w2")}
+        # a worker's own proxy and database server (never taken from Redis)
+        self.own_env = {"JLSE_PROXY": f"http://{lab.gateway}:{lab.web_fwd.port}",
+                        "DATABASE_URL": f"postgresql://postgres@{lab.gateway}:{lab.pg_fwd.port}"
+                                        "/postgres"}
         self.procs: dict[str, subprocess.Popen] = {}
 
     def log_path(self, name: str) -> Path:
@@ -80,7 +84,7 @@ class MultiHostCluster:
         host = self.hosts[name]
         cmd = _jlse("worker", "--concurrency", str(WORKER_CONCURRENCY), "--hostname",
                     f"{name}@mh")
-        env = {**_base_env(self.redis_url), "JLSE_WORKER_NAME": name}
+        env = {**_base_env(self.redis_url), "JLSE_WORKER_NAME": name, **self.own_env}
         with open(self.log_path(name), "ab") as log:
             self.procs[name] = host.popen(cmd, env=env, cwd=REPO, stdout=log,
                                           stderr=subprocess.STDOUT)
@@ -89,7 +93,8 @@ class MultiHostCluster:
     def start_local(self, name: str, *args: str, ready: str | None = None) -> None:
         with open(self.log_path(name), "ab") as log:
             self.procs[name] = subprocess.Popen(
-                _jlse(*args), cwd=REPO, env=_base_env(self.local_redis_url), stdout=log,
+                _jlse(*args), cwd=REPO, env={**_base_env(self.local_redis_url), **self.own_env},
+                stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         if ready:
             self._wait_for(name, ready)
@@ -219,7 +224,10 @@ class Crawl:
         deadline = time.monotonic() + timeout
         while self.fetched(client) < at_least:
             assert self.proc.poll() is None, self.proc.stderr.read()[-3000:]
-            assert time.monotonic() < deadline, f"crawl {self.crawl_id} made no progress"
+            assert time.monotonic() < deadline, (
+                f"crawl {self.crawl_id}: {self.fetched(client)} of {at_least} pages in "
+                f"{timeout} s\n" + "\n".join(f"--- {name}\n{self.cluster.tail(name)[-1500:]}"
+                                             for name in ("dispatcher", "w1", "w2")))
             time.sleep(0.05)
 
     def finish(self, timeout: float = 120) -> dict:

@@ -170,6 +170,36 @@ def test_max_links() -> None:
     page = parse_html(html, PAGE_URL, max_links=10)
     assert [link.url for link in page.links] == [f"http://news.example.com/p{i}" for i in range(10)]
     assert page.stats.n_links == 50
+    assert page.notes == {"links_cut": 40}
+
+
+def test_max_links_keeps_a_spread_over_hosts_in_document_order() -> None:
+    own = [f"<a href='/p{i}'>p{i}</a>" for i in range(30)]
+    html = "".join(own[:10]) + "<a href='//b.test/x'>b</a>" + "".join(own[10:]) + \
+        "<a href='HTTP://C.test/'>the last link</a>"
+    page = parse_html(html, PAGE_URL, max_links=5)
+    assert [link.url for link in page.links] == [
+        "http://news.example.com/p0", "http://news.example.com/p1", "http://news.example.com/p2",
+        "http://b.test/x", "http://c.test/"]
+    assert page.links[-1].anchor_text == "the last link"
+
+
+def test_max_tags_cuts_the_text_before_lxml() -> None:
+    html = "<p>start</p>" + "".join(f"<a href='/p{i}'>p{i}</a>" for i in range(100)) + "<p>end</p>"
+    page = parse_html(html, PAGE_URL, max_tags=41)  # <p>, </p>, then 19 whole links and a half
+    assert len(page.links) == 20 and "end" not in page.text
+    assert page.notes == {"tags_cut": 1}
+    assert parse_html(html, PAGE_URL).notes == {}
+
+
+def test_nesting_past_libxml2s_limits_keeps_the_rest_of_the_page() -> None:
+    for depth, note in ((300, {}), (5000, {"deep_nesting": 1})):
+        html = ("<html><body>" + "<div>\n" * depth + "<p>deep <a href='/in'>in</a></p>"
+                + "</div>" * depth + "<p>after <a href='/after'>after</a></p></body></html>")
+        page = parse_html(html, PAGE_URL, max_tags=100_000)
+        urls = [link.url for link in page.links]
+        assert "http://news.example.com/after" in urls, depth
+        assert "after" in page.text and page.notes == note
 
 
 # --- blocks and stats ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ def graph(n: int, edges: list[tuple[int, int]], leaves: list[int]):
 
 def reference_q(n: int, edges: list[tuple[int, int]], leaves: set[int], gamma: float,
                 reward: float) -> list[float]:
-    """The Bellman iteration of SPEC section 1, one state and one action at a time."""
+    """The Bellman iteration of docs/algorithms.md §1.7, one state and one action at a time."""
     q = [0.0] * n
     changed = True
     while changed:

@@ -93,7 +93,7 @@ def test_500_makes_the_host_unavailable_until_the_retry_time(sandbox) -> None:
     time.sleep(0.6)
     retried = cache.check("http://robots-500.test/page/2.html")
     assert retried.unavailable and retried.fetched
-    assert served.count() == 2 * (1 + 1)  # two loads, each one try plus max_retries=1
+    assert served.count() == 2  # two loads of one request each: no inline retries
 
 
 def test_hanging_robots_is_unavailable_within_the_timeout(sandbox) -> None:
@@ -193,3 +193,32 @@ def test_fetch_function_that_raises_makes_the_host_unavailable() -> None:
     cache = RobotsCache(Settings(), broken_fetch)
     verdict = cache.check("http://example.test/")
     assert verdict.unavailable and not verdict.allowed
+
+
+def test_robots_slots_bound_the_fetches_at_once(sandbox) -> None:
+    """With every robots.txt slot busy (a hanging robots.txt), another host is pending: its URL
+    waits in the frontier instead of holding a fetch slot."""
+    cache = make_cache(sandbox, robots_slots=1, robots_deadline=2.0)
+    hanging = threading.Thread(
+        target=cache.check, args=("http://h7.robots-hang.stall.test/page/1.html",), daemon=True)
+    hanging.start()
+    time.sleep(0.3)
+    verdict = cache.check("http://normal.stall.test/page/0.html")
+    assert verdict.pending and not verdict.allowed
+    hanging.join(timeout=5)
+    verdict = cache.check("http://normal.stall.test/page/0.html")
+    assert verdict.allowed and verdict.fetched and not verdict.pending
+
+
+def test_hosts_waiting_for_a_slot_stay_away_longer_as_more_wait(sandbox) -> None:
+    cache = make_cache(sandbox, robots_slots=1, robots_deadline=2.0)
+    hanging = threading.Thread(
+        target=cache.check, args=("http://h8.robots-hang.stall.test/page/1.html",), daemon=True)
+    hanging.start()
+    time.sleep(0.3)
+    first = cache.check("http://h9.robots-hang.stall.test/page/1.html")
+    for n in range(10, 60):
+        last = cache.check(f"http://h{n}.robots-hang.stall.test/page/1.html")
+    assert first.pending and last.pending
+    assert 1.0 <= first.retry_after <= 2 * 2.0 * 1.5  # one host waiting: about two rounds
+    assert last.retry_after >= 2.0 * 51 * 0.5  # 51 hosts waiting for one slot

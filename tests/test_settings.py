@@ -61,3 +61,21 @@ def test_bad_toml_is_a_clear_error(tmp_path: Path):
     toml.write_text("name = \n")
     with pytest.raises(SettingsError, match="not valid TOML"):
         load_settings(toml)
+
+
+def test_toml_with_a_byte_order_mark_is_read(tmp_path: Path):
+    toml = tmp_path / "topic.toml"
+    toml.write_bytes(b"\xef\xbb\xbfmax_pages = 7\n")
+    assert load_settings(toml).max_pages == 7
+
+
+def test_toml_that_is_not_utf8_names_the_file(tmp_path: Path):
+    toml = tmp_path / "topic.toml"
+    toml.write_bytes("name = \"caf\xe9\"\n".encode("latin-1"))
+    with pytest.raises(SettingsError, match="topic.toml: not UTF-8"):
+        load_settings(toml)
+
+
+def test_non_defaults_lists_only_what_was_changed():
+    changed = Settings().replace(max_pages=5, proxy="http://p:1").non_defaults()
+    assert changed == {"max_pages": 5, "proxy": "http://p:1"}

@@ -168,6 +168,11 @@ def test_stats_and_harvest_rate(store):
     assert store.stats(relevance_threshold=0.7).relevant == 1
 
 
+EXPORT_ROW_KEYS = ("url", "title", "relevance", "is_target", "depth", "fetched_at", "status_code",
+                   "content_type", "parent_url", "outcome", "final_url", "anchor_text", "context",
+                   "error")
+
+
 def test_export_rows_and_filters(store):
     [(root, _)] = store.add_links([new("http://a.test/")])
     kids = [i for i, _ in store.add_links([new(f"http://a.test/{n}", root) for n in range(4)])]
@@ -179,10 +184,13 @@ def test_export_rows_and_filters(store):
     rows = list(store.export_rows())
     assert [row["url"] for row in rows] == ["http://a.test/", "http://a.test/0"]
     target = rows[1]
-    assert target == {"url": "http://a.test/0", "title": "Target", "relevance": pytest.approx(0.95),
-                      "is_target": True, "depth": 1, "fetched_at": pytest.approx(1000.0 + kids[0]),
-                      "status_code": 200, "content_type": "text/html",
-                      "parent_url": "http://a.test/"}
+    assert {key: target[key] for key in EXPORT_ROW_KEYS} == {
+        "url": "http://a.test/0", "title": "Target", "relevance": pytest.approx(0.95),
+        "is_target": True, "depth": 1, "fetched_at": pytest.approx(1000.0 + kids[0]),
+        "status_code": 200, "content_type": "text/html", "parent_url": "http://a.test/",
+        "outcome": "ok", "final_url": "http://a.test/0", "anchor_text": "", "context": "",
+        "error": ""}
+    assert target["discovered_at"] > 0 and target["n_bytes"] >= 0
     assert rows[0]["parent_url"] is None
     assert [r["url"] for r in store.export_rows(targets_only=True)] == ["http://a.test/0"]
     assert [r["url"] for r in store.export_rows(min_relevance=0.8)] == ["http://a.test/0"]

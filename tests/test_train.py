@@ -123,3 +123,57 @@ def test_train_refuses_bad_input(tmp_path) -> None:
     with pytest.raises(TopicError, match="cannot train"):
         train_topic(tmp_path)
     assert not (tmp_path / "model").exists()
+
+
+def _page(words: str) -> str:
+    return f"<html><head><title>{words[:20]}</title></head><body><p>{words}</p></body></html>"
+
+
+def test_samples_that_are_not_pages_are_skipped_by_name(tmp_path, caplog) -> None:
+    topic = Path(shutil.copytree(build_web().write_topic_dir("phones", tmp_path / "t"),
+                                 tmp_path / "topic"))
+    relevant = topic / "samples" / "relevant"
+    before = len(load_topic(topic).samples.relevant)
+    (relevant / "empty.html").write_bytes(b"")
+    (relevant / "image.html").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64))
+    (relevant / "noise.html").write_bytes(bytes(range(256)) * 8)
+    (relevant / "notes.txt").write_text("not a sample")
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        samples = load_topic(topic).samples
+    assert len(samples.relevant) == before
+    for name, why in (("empty.html", "empty"), ("image.html", "binary"),
+                      ("noise.html", "binary"), ("notes.txt", "ignored")):
+        assert any(name in r.getMessage() and why in r.getMessage() for r in caplog.records), name
+
+
+def test_a_model_at_chance_is_warned_about(tmp_path, caplog) -> None:
+    """Relevant and irrelevant samples alike: cross-validation is at chance; both jlse train
+    and a crawl that trains the model on the fly say so."""
+    topic = tmp_path / "chance"
+    (topic / "samples" / "relevant").mkdir(parents=True)
+    (topic / "samples" / "irrelevant").mkdir(parents=True)
+    (topic / "seeds.txt").write_text("http://a.test/\n")
+    words = ["phone", "camera", "price", "battery", "screen", "review", "shop", "deal"]
+    for i in range(12):
+        text = " ".join(words[(i + k) % len(words)] for k in range(30))
+        for kind in ("relevant", "irrelevant"):
+            (topic / "samples" / kind / f"{i}.html").write_text(_page(text))
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        report = train_topic(topic)
+    assert report.accuracy("nb") <= 0.55
+    assert "no better than chance" in caplog.text and "the page classifier" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        build_topic_model(load_topic(topic))  # loads the saved model and its CV report
+    assert "no better than chance" in caplog.text and "the saved model" in caplog.text
+    caplog.clear()
+    shutil.rmtree(topic / "model")
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        build_topic_model(load_topic(topic))
+    assert "no better than chance" in caplog.text and "trained on the fly" in caplog.text
+
+
+def test_a_good_model_is_not_warned_about(trained_topic, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        build_topic_model(load_topic(trained_topic[0]))
+    assert "chance" not in caplog.text

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from jlse.records import CrawlTask
+from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.ledger import LocalHostLedger
 from jlse.scheduler.traps import TrapGuard
-from jlse.scheduler.urls import canonicalize
+from jlse.scheduler.urls import canonicalize, registered_domain
 from jlse.settings import Settings
 
 
@@ -120,3 +124,71 @@ def test_checks_work_on_canonical_urls() -> None:
     dotted = canonicalize("http://xn--bcher-kva.de/a/./././b") or ""
     assert guard.refuse_reason(dotted, 0, 0) is None
     assert guard.refuse_reason("http://xn--bcher-kva.de/a/b/a", 0, 0) == "repeated path segments"
+
+
+# --- registered domains and query variants (the hostile web's traps) -----------------------
+
+
+def test_domain_host_budget_refuses_one_subdomain_too_many() -> None:
+    guard = _guard(max_hosts_per_domain=3)
+    ledger = LocalHostLedger()
+    for n in range(3):
+        ledger.fetch_counts(f"s{n}.trap.example.co.uk", [])
+    keys = ["s9.trap.example.co.uk", "@example.co.uk", "#example.co.uk"]
+    host, pages, hosts = (ledger.fetch_counts(None, keys)[key] for key in keys)
+    assert (host, pages, hosts) == (0, 3, 3)
+    assert guard.refuse_reason("http://s9.trap.example.co.uk/", 1, 0, host, pages, hosts) \
+        == "domain budget"
+    # a host already fetched from keeps going; another registered domain is not affected
+    assert guard.refuse_reason("http://s1.trap.example.co.uk/x", 1, 0, 1, pages, hosts) is None
+    assert guard.refuse_reason("http://other.co.uk/", 1, 0, 0, 0, 0) is None
+
+
+def test_domain_page_budget_counts_every_host_of_the_domain() -> None:
+    guard = _guard(max_pages_per_domain=4)
+    ledger = LocalHostLedger({"a.example.com": 2, "b.example.com": 2})
+    counts = ledger.fetch_counts(None, ["@example.com", "#example.com"])
+    assert counts == {"@example.com": 4, "#example.com": 2}
+    assert guard.refuse_reason("http://a.example.com/p", 1, 0, 2, 4, 2) == "domain budget"
+
+
+def test_public_suffix_hosts_are_separate_domains() -> None:
+    ledger = LocalHostLedger()
+    ledger.fetch_counts("alice.github.io", [])
+    assert ledger.fetch_counts(None, ["#bob.github.io", "#alice.github.io"]) == {
+        "#bob.github.io": 0, "#alice.github.io": 1}
+
+
+def test_query_variants_of_a_page_of_the_same_shape_are_capped() -> None:
+    guard = _guard(max_query_variants=5)
+    urls = [f"http://ids.test/item?id={n:x}" for n in range(20)]
+    refused = [guard.refuse_reason(url, 2, pattern_run=1) for url in urls]
+    assert refused[:5] == [None] * 5 and set(refused[5:]) == {"query variants"}
+    assert guard.refuse_reason(urls[2], 2, pattern_run=1) is None  # one already admitted
+    # the same URLs linked from a page of another shape (a list page) are not counted
+    assert guard.refuse_reason(urls[10], 2, pattern_run=0) is None
+    assert guard.refuse_reason("http://ids.test/item?id=1&page=2", 2, pattern_run=1) is None
+
+
+@pytest.fixture(params=["local", "redis"])
+def diverse_frontier(request, clock):
+    if request.param == "local":
+        return LocalFrontier(1000, 10, 0.5, clock=clock)
+    return request.getfixturevalue("make_redis_frontier")(diversity=10, slack=0.5)
+
+
+def test_domain_diversity_does_not_prefer_a_traps_fresh_subdomains(diverse_frontier) -> None:
+    """Every pop of a trap's subdomain counts against its registered domain, so the normal
+    site takes turns with the trap instead of waiting behind ever-new 'hosts'."""
+    frontier = diverse_frontier
+    tasks = [CrawlTask(url=f"http://s{n}.trap.test/", url_id=n, priority=1.0) for n in range(6)]
+    tasks += [CrawlTask(url=f"http://normal.test/{n}", url_id=100 + n, priority=1.0)
+              for n in range(3)]
+    frontier.push_many(tasks)
+    popped = []
+    for _ in range(6):
+        leased = frontier.pop()
+        popped.append(registered_domain(leased.url.split("/")[2]))
+        frontier.finish(leased)
+    # by host, the six fresh subdomains would all come first (each a "new" host)
+    assert popped[:2] == ["trap.test", "normal.test"]

@@ -1,4 +1,4 @@
-"""URL canonicalisation (SPEC section 2 (a)-(f)) and URL features."""
+"""URL canonicalisation (docs/algorithms.md §2.4 (a)-(f)) and URL features."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jlse.scheduler.urls import canonicalize, host_of, registered_domain, url_pattern, url_tokens
+from jlse.scheduler.urls import (
+    canonical_host,
+    canonicalize,
+    host_of,
+    registered_domain,
+    url_pattern,
+    url_tokens,
+)
 
 # --- the rules, one by one ---------------------------------------------------------------
 
@@ -318,3 +325,50 @@ def test_fuzz_features_never_raise(url: str) -> None:
         assert all(token for token in url_tokens(candidate))
         assert isinstance(host_of(candidate), str)
         assert isinstance(registered_domain(host_of(candidate)), str)
+
+
+# --- hosts as browsers and resolvers read them (issue 15) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # UTS #46 non-transitional, as browsers: ß and ς are kept, not mapped to ss and σ
+        ("http://faß.de/", "http://xn--fa-hia.de/"),
+        ("http://FASS.de/", "http://fass.de/"),
+        ("http://fa%C3%9F.de/", "http://xn--fa-hia.de/"),  # %-encoded UTF-8
+        ("http://ＥＸＡＭＰＬＥ．com/", "http://example.com/"),  # full-width letters and dot
+        # %-escapes in the host are decoded before any check
+        ("http://%31%32%37.0.0.1/robots.txt", "http://127.0.0.1/robots.txt"),
+        ("http://loc%61lhost:6379/", "http://localhost:6379/"),
+        # numeric IPv4 forms (WHATWG URL's IPv4 parser)
+        ("http://2130706433/", "http://127.0.0.1/"),
+        ("http://0x7f.1/", "http://127.0.0.1/"),
+        ("http://0177.0.0.1/", "http://127.0.0.1/"),
+        ("http://127.1/", "http://127.0.0.1/"),
+        ("http://0xA9.0xFE.0xA9.0xFE/latest/", "http://169.254.169.254/latest/"),
+        ("http://1.2.3/", "http://1.2.0.3/"),
+        ("http://0x/", "http://0.0.0.0/"),
+    ],
+)
+def test_host_canonical_form(url: str, expected: str) -> None:
+    assert canonicalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://1.2.3.256/", "http://1.2.3.4.5/", "http://4294967296/", "http://0x1g.1/",
+     "http://09.1.1.1/", "http://a.b.1/", "http://%zz.com/", "http://%ff.com/",
+     "http://a%2fb.com/", "http://a%40b.com/"],
+)
+def test_invalid_hosts_are_refused(url: str) -> None:
+    assert canonicalize(url) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Bücher.DE.", "xn--bcher-kva.de"), ("faß.de", "xn--fa-hia.de"), ("%41.com", "a.com"),
+     ("0x7f.0.0.1", "127.0.0.1"), ("", None), ("a..b", None)],
+)
+def test_canonical_host(text: str, expected: str | None) -> None:
+    assert canonical_host(text) == expected

@@ -1,28 +1,39 @@
 """Address guard: keep the crawler away from loopback, private and other internal addresses.
 
-Two checks, because a proxy changes who resolves names:
+Every check sees the host in canonical form (``scheduler.urls.canonical_host``: %-escapes
+decoded, IDNA, lower case, ``2130706433`` / ``0x7f.1`` / ``0177.0.0.1`` read as ``127.0.0.1``),
+and the request is sent to that same form (``AddressGuard.vet``), so what was checked is what
+is fetched. Then, because a proxy changes who resolves names:
 
-* ``AddressGuard.check_url_host`` looks at the URL alone (a literal IP or ``localhost``). It is
-  all we can check when a proxy resolves the name for us.
-* ``GuardedAdapter`` checks the *connected peer address* right after the TCP connect and before
-  the request is sent. That covers every name the crawler resolves itself and defeats DNS
-  rebinding (the address checked is the address used). Connections to a proxy are not checked:
-  requests routes them through its separate ``ProxyManager``, not through our pools.
+* Through a proxy, the proxy resolves the name: the guard refuses forbidden literal addresses,
+  loopback names, and names internal by convention (single labels like ``redis``, ``*.internal``,
+  ``*.local``, ``*.localdomain``, ``metadata.google.internal``, ``instance-data``...).
+* Direct connections go through ``GuardedAdapter``: it resolves the name itself, drops the
+  forbidden addresses and connects only to a checked one (no connection is ever opened to a
+  forbidden address; DNS rebinding cannot slip in between check and use). TLS still sends the
+  name (SNI, certificate check, ``Host``). Connections to a proxy are not checked: requests
+  routes them through its separate ``ProxyManager``, not through our pools.
+
+``allow_private`` lifts every rule; ``allowed_networks`` lets chosen address ranges through.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import logging
-import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from requests.adapters import HTTPAdapter
+from requests.utils import select_proxy
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection as urllib3_connection
+
+from jlse.scheduler.urls import canonical_netloc, hostname_of
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +44,19 @@ _EXTRA_FORBIDDEN = [
     ipaddress.ip_network("100.64.0.0/10"),  # carrier-grade NAT (shared address space)
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IPv6 metadata endpoint
 ]
-# Legacy IPv4 spellings that resolvers accept: 2130706433, 0x7f.1, 0177.0.0.1 ...
-_LEGACY_IPV4 = re.compile(r"[0-9a-fA-FxX.]+")
+# Names that only mean something inside a network: refused when a proxy resolves them.
+INTERNAL_SUFFIXES = ("localhost", "internal", "local", "localdomain", "home.arpa", "lan",
+                     "intranet", "corp", "home", "private")
+METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
+                            "instance-data", "instance-data.ec2.internal"})
 
 
 class AddressRefused(Exception):
-    """A connection to a forbidden address was refused (raised by the guarded adapter)."""
+    """A request to a forbidden host or address was refused."""
 
 
 class AddressGuard:
-    """Decides whether an IP address may be crawled."""
+    """Decides whether a host or an IP address may be crawled."""
 
     def __init__(self, allow_private: bool = False, allowed_networks: Sequence[str] = ()) -> None:
         self.allow_private = allow_private
@@ -61,32 +75,81 @@ class AddressGuard:
             return True
         return not any(_is_forbidden(candidate) for candidate in candidates)
 
-    def check_url_host(self, url: str) -> str | None:
-        """Reason to refuse ``url`` from its host alone (literal forbidden IP or localhost)."""
+    def vet(self, url: str, proxies: Mapping[str, str]) -> str:
+        """The URL to request for ``url``: the same URL with its host in canonical form (the
+        form every check saw; user info dropped). Raises AddressRefused for a forbidden host,
+        ValueError for a URL without a valid http(s) host. ``proxies``: as requests takes
+        them; the URL is "proxied" (the proxy resolves its name) if one of them applies."""
+        return self._vet(url, bool(select_proxy(url, dict(proxies))))
+
+    def _vet(self, url: str, proxied: bool) -> str:
         try:
-            host = (urlsplit(url).hostname or "").rstrip(".").lower()
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ValueError(f"malformed URL: {exc}") from None
+        netloc = canonical_netloc(parts.netloc, parts.scheme)
+        if netloc is None:
+            raise ValueError(f"invalid host {parts.netloc.rpartition('@')[2]!r}")
+        refusal = self.host_refusal(hostname_of(netloc), proxied)
+        if refusal:
+            raise AddressRefused(refusal)
+        return parts._replace(netloc=netloc).geturl()
+
+    def check_url_host(self, url: str, proxied: bool = False) -> str | None:
+        """Reason to refuse ``url`` from its host alone, or None (also for an invalid URL,
+        which the fetcher reports as such)."""
+        try:
+            self._vet(url, proxied)
+        except AddressRefused as exc:
+            return str(exc)
         except ValueError:
-            return None  # not a URL at all; the fetcher reports it as invalid
-        if not host or self.allow_private:
             return None
-        if host == "localhost" or host.endswith(".localhost"):
-            return f"host {host!r} is a loopback name"
-        ip = _literal_ip(host)
-        if ip is not None and not self.is_allowed_ip(ip):
-            return f"host {host!r} is the forbidden address {ip}"
         return None
 
-    def check_peer(self, sock: socket.socket, host: str) -> None:
-        """Raise AddressRefused if the connected peer of ``sock`` is forbidden."""
-        peer = sock.getpeername()[0]
-        if not self.is_allowed_ip(peer):
-            raise AddressRefused(f"{host} resolved to the forbidden address {peer}")
+    def host_refusal(self, host: str, proxied: bool) -> str | None:
+        """Reason to refuse a canonical host name or address literal, or None."""
+        if self.allow_private:
+            return None
+        ip = _literal_ip(host)
+        if ip is not None:
+            return None if self.is_allowed_ip(ip) else f"host {host!r} is a forbidden address"
+        if _is_loopback_name(host):
+            return f"host {host!r} is a loopback name"
+        if proxied and is_internal_name(host):
+            return f"host {host!r} is an internal name (refused when a proxy resolves it)"
+        return None
+
+    def allowed_addresses(self, host: str, port: int) -> list[str]:
+        """The addresses ``host`` resolves to that may be connected to, in resolver order.
+        Raises AddressRefused if there are none, socket.gaierror if it does not resolve."""
+        infos = socket.getaddrinfo(host, port, urllib3_connection.allowed_gai_family(),
+                                   socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys(info[4][0] for info in infos))
+        allowed = [address for address in addresses if self.is_allowed_ip(address)]
+        if not allowed:
+            shown = addresses[0] if addresses else "nothing"
+            raise AddressRefused(f"{host} resolved to the forbidden address {shown}")
+        if len(allowed) < len(addresses):
+            log.info("%s: connecting to %s only (forbidden: %s)", host, ", ".join(allowed),
+                     ", ".join(a for a in addresses if a not in allowed))
+        return allowed
 
     def _in_allowed_networks(self, address: IPAddress) -> bool:
         return any(
             address.version == network.version and address in network
             for network in self.allowed_networks
         )
+
+
+def is_internal_name(host: str) -> bool:
+    """True for a name that only means something inside a network (see INTERNAL_SUFFIXES)."""
+    if "." not in host or host in METADATA_NAMES:
+        return True
+    return any(host.endswith("." + suffix) for suffix in INTERNAL_SUFFIXES)
+
+
+def _is_loopback_name(host: str) -> bool:
+    return host == "localhost" or host.endswith(".localhost")
 
 
 def _parse_network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -115,30 +178,37 @@ def _addresses_to_check(address: IPAddress) -> list[IPAddress]:
 
 
 def _literal_ip(host: str) -> str | None:
-    """``host`` as an IP address string if it is one (including legacy IPv4 forms)."""
+    """A canonical host as an IP address string if it is one (IPv6 in brackets)."""
     try:
-        return str(ipaddress.ip_address(host.strip("[]").split("%", 1)[0]))
+        return str(ipaddress.ip_address(host.strip("[]")))
     except ValueError:
-        pass
-    if _LEGACY_IPV4.fullmatch(host) and host[0].isdigit():
-        try:
-            return socket.inet_ntoa(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
+        return None
 
 
 def _guarded_connection(base: type[HTTPConnection], guard: AddressGuard) -> type[HTTPConnection]:
-    """A subclass of ``base`` whose new sockets are checked by ``guard`` before any byte is sent."""
+    """A subclass of ``base`` that resolves its host, drops forbidden addresses and connects
+    only to an allowed one. ``self.host`` stays the name (SNI, certificate, Host header)."""
 
     def _new_conn(self: HTTPConnection) -> socket.socket:
-        sock = base._new_conn(self)
         try:
-            guard.check_peer(sock, self.host)
-        except AddressRefused:
-            sock.close()
-            raise
-        return sock
+            addresses = guard.allowed_addresses(self._dns_host, self.port)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                return urllib3_connection.create_connection(
+                    (address, self.port), self.timeout, source_address=self.source_address,
+                    socket_options=self.socket_options)
+            except TimeoutError as exc:
+                error = ConnectTimeoutError(
+                    self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})")
+                error.__cause__ = exc
+            except OSError as exc:
+                error = NewConnectionError(self, f"Failed to establish a new connection: {exc}")
+                error.__cause__ = exc
+        assert error is not None  # allowed_addresses never returns an empty list
+        raise error
 
     return type(f"Guarded{base.__name__}", (base,), {"_new_conn": _new_conn})
 

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import socket
+import time
 from collections import OrderedDict
 from functools import cached_property
 from typing import Any
@@ -35,18 +36,19 @@ from jlse.scheduler.crawl_registry import (
     TaskStart,
     config_sha1,
     connect,
-    settings_from_config,
     worker_store_url,
 )
 from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
 from jlse.workers.engine import CrawlEngine, build_engine, redis_backends, refusal
+from jlse.workers.worker_trust import UntrustedConfig, WorkerEnvironment, trusted_config
 
 log = logging.getLogger(__name__)
 
 LEARNING_STRATEGIES = frozenset({"jlse", "jlse-paper", "jlse-product"})
 MAX_CONTEXTS = 4  # crawls served at once by one worker process
+REFUSAL_LOG_SECONDS = 60.0
 WRITTEN_LINKS = 50_000  # URLs a context remembers having written (about 10 MB)
 
 
@@ -64,8 +66,9 @@ class CrawlContext:
             self.config = json.loads(raw)
         except ValueError as exc:
             raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
-        self.settings = settings_from_config(self.config)
-        self.store = open_store(worker_store_url(self.config["store_url"]))
+        self.trusted = trusted_config(self.config, WorkerEnvironment.from_environ())
+        self.settings = self.trusted.settings  # proxy and address guard: the worker's own
+        self.store = open_store(worker_store_url(self.trusted.store_url))
         self.frontier, self.ledger = redis_backends(registry, crawl_id, self.settings)
         self.qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
         self.worker_name = f"{os.environ.get('JLSE_WORKER_NAME') or socket.gethostname()}:" \
@@ -78,14 +81,17 @@ class CrawlContext:
 
     @cached_property
     def engine(self) -> CrawlEngine:
+        self.trusted.check_fetching()
         settings = self.settings
         blob = self.registry.model_bytes(self.crawl_id)
         model = topic_model_from_bytes(blob, f"crawl {self.crawl_id} model") if blob else None
         strategy = make_strategy(settings.strategy, settings, model, self.qtable_source)
         pages_dir = os.environ.get("JLSE_PAGES_DIR")  # the page repository is per machine
         on_targets = self._maybe_learn if strategy.learns == "qtable" else None
+        # WARC files too are per machine (default: next to the page repository, or ./warc)
+        warc_dir = os.environ.get("JLSE_WARC_DIR") or (None if pages_dir else "warc")
         return build_engine(settings, self.store, self.frontier, self.ledger, strategy, model,
-                            pages_dir, on_targets=on_targets)
+                            pages_dir, on_targets=on_targets, warc_dir=warc_dir)
 
     def close(self) -> None:
         if "engine" in self.__dict__:
@@ -150,12 +156,16 @@ def preload() -> None:
     imported here and jieba's dictionary with its array form (about 3 s of CPU that each
     prefork child would otherwise spend on its first task)."""
     from jlse.models import tokenizer
+    from jlse.scheduler.metrics import serve_worker
 
     tokenizer.prepare(["中文"])
+    global _metrics
+    _metrics = serve_worker()  # JLSE_WORKER_METRICS_PORT: Prometheus, before the pool forks
 
 
 # --- the per-process cache -------------------------------------------------------------------
 _registry: CrawlRegistry | None = None
+_metrics = None  # the worker's Prometheus endpoint (main process)
 _contexts: OrderedDict[str, CrawlContext] = OrderedDict()
 
 
@@ -201,6 +211,9 @@ def process_task(crawl_id: str, task: dict[str, Any]) -> str:
             if start is None:
                 raise RegistryError(f"crawl {crawl_id!r}: its config keeps changing")
         return context.process(leased, start)
+    except UntrustedConfig as exc:  # the lease runs out: the URL is not lost
+        _log_refusal(crawl_id, exc)
+        return "refused"
     except StoreError:
         drop_context(crawl_id)
         raise
@@ -215,6 +228,21 @@ def learn_qtable(crawl_id: str) -> int:
             drop_context(crawl_id)
             context = get_context(crawl_id)
         return context.learn()
+    except UntrustedConfig as exc:
+        _log_refusal(crawl_id, exc)
+        return 0
     except StoreError:
         drop_context(crawl_id)
         raise
+
+
+_refusals: dict[str, tuple[float, str]] = {}  # crawl id -> when its refusal was last logged
+
+
+def _log_refusal(crawl_id: str, exc: UntrustedConfig) -> None:
+    """One ERROR line per crawl and reason a minute (a refused crawl's URLs keep coming back)."""
+    now, reason = time.monotonic(), str(exc)
+    last = _refusals.get(crawl_id)
+    if last is None or last[1] != reason or now - last[0] >= REFUSAL_LOG_SECONDS:
+        _refusals[crawl_id] = (now, reason)
+        log.error("crawl %s refused: %s", crawl_id, reason)

@@ -25,6 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,15 +33,17 @@ from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, FetchRecord, NewLink, Outcome
 from jlse.scheduler.frontier import Frontier, LocalFrontier
-from jlse.scheduler.ledger import HostLedger, LocalHostLedger
+from jlse.scheduler.ledger import HostLedger, LocalHostLedger, domain_keys
+from jlse.scheduler.metrics import observe_result
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.store.pages import PageRepository
-from jlse.scheduler.traps import TrapGuard
+from jlse.scheduler.traps import TrapGuard, domain_over_budget
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings
-from jlse.workers.fetcher import Fetcher
 from jlse.workers.pipeline import PagePipeline, PageResult
+from jlse.workers.sitemaps import SitemapSource, strategy_scorer
+from jlse.workers.warc import make_fetcher
 
 if TYPE_CHECKING:
     from jlse.scheduler.crawl_registry import CrawlRegistry
@@ -51,11 +54,13 @@ CPU_STAGES = ("fetch", "parse", "classify", "store")  # what ``cpu_counter`` cou
 WRITTEN_LINKS = 50_000  # URLs the writer remembers having written (about 10 MB)
 
 
-def refusal(settings: Settings, host_fetched: int, robots_failures: int
-            ) -> tuple[Outcome, str] | None:
+def refusal(settings: Settings, host_fetched: int, robots_failures: int,
+            domain_pages: int = 0, domain_hosts: int = 0) -> tuple[Outcome, str] | None:
     """The checks before a fetch: (outcome, reason) to reject the URL with, or None."""
     if host_fetched >= settings.max_pages_per_host:
         return Outcome.TRAP, "host page budget spent"
+    if domain_over_budget(settings, host_fetched, domain_pages, domain_hosts):
+        return Outcome.TRAP, "domain page or host budget spent"
     if robots_failures > settings.robots_unavailable_retries:
         return Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable"
     return None
@@ -88,8 +93,10 @@ class CrawlEngine:
     def admit(self, task: CrawlTask) -> bool:
         """Run the checks before a fetch on a popped task; a refused one is written off."""
         host = host_of(task.url)
-        fetched = self.ledger.fetch_counts(None, [host])[host]
-        refused = refusal(self.settings, fetched, self.ledger.robots_failures(host))
+        keys = [host, *domain_keys(host)]
+        fetched, pages, hosts = (self.ledger.fetch_counts(None, keys)[key] for key in keys)
+        refused = refusal(self.settings, fetched, self.ledger.robots_failures(host), pages,
+                          hosts)
         if refused is None:
             return True
         self.reject(task, *refused)
@@ -111,7 +118,8 @@ class CrawlEngine:
         task = result.task
         link_hosts = sorted({host_of(link.url) for link in result.links} - {""})
         fetched_host = host_of(task.url) if result.fetch is not None else None
-        host_counts = self.ledger.fetch_counts(fetched_host, link_hosts)
+        domains = sorted({key for host in link_hosts for key in domain_keys(host)})
+        host_counts = self.ledger.fetch_counts(fetched_host, link_hosts + domains)
         deltas = {"trap_refused": self.add_links(result.links, host_counts)}
         requeue, delay = False, result.crawl_delay
         if result.fetch is not None:
@@ -123,20 +131,33 @@ class CrawlEngine:
         elif result.requeue_after is not None:
             requeue, word = self._robots_unavailable(task, deltas)
             delay = result.requeue_after if requeue else delay
+        elif result.retry_in is not None:  # a failed request: again after the host's delay
+            task = replace(task, attempt=task.attempt + 1)
+            requeue, delay, word = True, max(result.retry_in, delay or 0.0), "retried"
+            deltas["retried"] = 1
+        elif result.postpone is not None:
+            requeue, delay, word = True, max(result.postpone, delay or 0.0), "postponed"
         else:
             word = "nothing"
+        deltas.update(result.notes)  # what the parser cut (links_cut, tags_cut, deep_nesting)
         deltas.update({cpu_counter(stage): round(1e6 * seconds)
                        for stage, seconds in result.cpu.items()})
         deltas[cpu_counter("store")] = round(1e6 * (time.thread_time() - started))
         self._finish(task, deltas, delay, requeue)
+        fetch = result.fetch
+        observe_result(word, fetch and fetch.outcome.value, fetch.elapsed if fetch else 0.0,
+                       bool(deltas.get("relevant")))
         return word
 
     def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:
         """Trap-check, store and queue new links; how many the trap filter refused."""
         allowed = []
         for link in links:
-            fetched = host_counts.get(host_of(link.url), 0)
-            reason = self.traps.refuse_reason(link.url, link.depth, link.pattern_run, fetched)
+            host = host_of(link.url)
+            pages, hosts = domain_keys(host) if host else ("", "")
+            reason = self.traps.refuse_reason(link.url, link.depth, link.pattern_run,
+                                              host_counts.get(host, 0), host_counts.get(pages, 0),
+                                              host_counts.get(hosts, 0))
             if reason is None:
                 allowed.append(link)
             else:
@@ -240,14 +261,21 @@ def redis_backends(registry: CrawlRegistry, crawl_id: str, settings: Settings
 def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledger: HostLedger,
                  strategy: Strategy, model: TopicModel | None,
                  pages_dir: Path | str | None = None,
-                 on_targets: Callable[[int], None] | None = None) -> CrawlEngine:
-    """A crawl's engine from its settings and backends: fetcher, robots.txt cache, trap
-    filter, page repository and pipeline."""
-    fetcher = Fetcher(settings)
+                 on_targets: Callable[[int], None] | None = None,
+                 warc_dir: Path | str | None = None) -> CrawlEngine:
+    """A crawl's engine from its settings and backends: fetcher (archiving to WARC files in
+    ``warc_dir``, default ``pages_dir``'s sibling ``warc``, when ``warc`` is on), robots.txt
+    cache, trap filter, page repository and pipeline."""
+    if warc_dir is None and pages_dir:
+        warc_dir = Path(pages_dir).parent / "warc"
+    fetcher = make_fetcher(settings, warc_dir)
     traps = TrapGuard(settings)
     robots = RobotsCache(settings, fetcher.fetch_robots) if settings.obey_robots else None
-    pages = PageRepository(pages_dir) if pages_dir and settings.store_pages else None
+    keep_pages = pages_dir and settings.store_pages and settings.warc != "only"
+    pages = PageRepository(pages_dir) if keep_pages else None
     pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
                             traps.child_pattern_run, pages)
+    if settings.sitemaps:
+        pipeline.sitemaps = SitemapSource(settings, fetcher, robots, strategy_scorer(strategy))
     return CrawlEngine(settings, store, frontier, ledger, pipeline, traps, on_targets)
 

@@ -1,10 +1,15 @@
 """HTTP fetching: one URL per call, redirects handed back rather than followed, never raises.
 
 Every call ends in a ``FetchResult`` whose ``outcome`` says what happened. Bodies are streamed
-with a wire-byte cap, a decompressed-byte cap (gzip bombs) and a total deadline (slow trickles);
-only HTML is read and decoded. Direct connections go through the address guard (see
-``workers.addrguard``); with a proxy, the proxy resolves names and only literal addresses are
-checked.
+with a wire-byte cap and a decompressed-byte cap (gzip bombs); a deadline covers the whole
+request, connection, headers and body (``workers.deadline``), so a server trickling its headers
+cannot hold a fetch slot. Only HTML is read and decoded. Direct connections go through the
+address guard (see ``workers.addrguard``); with a proxy, the proxy resolves names and only
+literal addresses are checked.
+
+A call is one request: a page that fails in a way worth retrying (``is_retryable``) goes back to
+the frontier, which waits the host's delay before it is tried again (``retry_wait``), so a retry
+is as polite as any request and holds no fetch slot while it waits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -25,11 +31,11 @@ from jlse.records import Outcome
 from jlse.settings import Settings
 from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
 from jlse.workers.charset import decode_html, looks_binary, sniffs_as_html
+from jlse.workers.deadline import request_deadline, with_deadline
 
 log = logging.getLogger(__name__)
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-MAX_RETRY_WAIT = 5.0  # seconds; caps the backoff and any Retry-After we wait for inline
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB; the rest is ignored
 READ_CHUNK = 64 * 1024
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
@@ -51,6 +57,9 @@ class FetchResult:
     elapsed: float = 0.0
     error: str = ""  # human-readable reason for non-OK outcomes
     retry_after: float | None = None  # seconds, when the server/robots says come back later
+    reason: str = ""  # the status line's reason phrase (WARC records)
+    http_version: str = ""  # e.g. "HTTP/1.1" (WARC records)
+    request_headers: dict[str, str] = field(default_factory=dict)  # as sent (WARC records)
 
 
 @dataclass(frozen=True)
@@ -88,15 +97,28 @@ class Fetcher:
         self._robots_policy = _BodyPolicy(
             ROBOTS_MAX_BYTES, ROBOTS_MAX_BYTES, truncate=True, html_only=False
         )
+        self._document_policy = _BodyPolicy(  # sitemaps: any type, the caps of a page
+            settings.max_bytes, settings.max_decompressed_bytes, truncate=False, html_only=False
+        )
 
     def fetch(self, url: str) -> FetchResult:
-        """Fetch one page. A 3xx is returned as REDIRECT with ``redirect_to``; never raises."""
+        """Fetch one page (one request). A 3xx is returned as REDIRECT with ``redirect_to``;
+        never raises."""
         policy = self._page_policy
-        return self._run(url, lambda deadline: self._fetch_with_retries(url, deadline, policy))
+        return self._run(url, self.settings.fetch_deadline,
+                         lambda deadline: self._attempt(url, deadline, policy))
 
     def fetch_robots(self, url: str) -> FetchResult:
-        """Fetch a robots.txt, following up to ``max_redirects`` redirects; never raises."""
-        return self._run(url, lambda deadline: self._fetch_robots_chain(url, deadline))
+        """Fetch a robots.txt within ``robots_deadline``, following up to ``max_redirects``
+        redirects; never raises."""
+        return self._run(url, self.settings.robots_deadline,
+                         lambda deadline: self._fetch_robots_chain(url, deadline))
+
+    def fetch_document(self, url: str) -> FetchResult:
+        """Fetch a file of any type (a sitemap) with a page's byte caps (one request)."""
+        policy = self._document_policy
+        return self._run(url, self.settings.fetch_deadline,
+                         lambda deadline: self._attempt(url, deadline, policy))
 
     def close(self) -> None:
         self._session.close()
@@ -118,10 +140,11 @@ class Fetcher:
             self._env_proxies[origin] = proxies
         return proxies
 
-    def _run(self, url: str, fetch: Callable[[float], FetchResult]) -> FetchResult:
+    def _run(self, url: str, seconds: float, fetch: Callable[[float], FetchResult]
+             ) -> FetchResult:
         started = time.monotonic()
         try:
-            result = fetch(started + self.settings.fetch_deadline)
+            result = fetch(started + seconds)
         except Exception as exc:  # the crawl goes on whatever happens to one URL
             log.exception("unexpected error fetching %s", url)
             result = FetchResult(url, Outcome.ERROR, error=f"unexpected error: {exc!r}")
@@ -133,31 +156,12 @@ class Fetcher:
     def _fetch_robots_chain(self, url: str, deadline: float) -> FetchResult:
         current = url
         for _ in range(self.settings.max_redirects + 1):
-            result = self._fetch_with_retries(current, deadline, self._robots_policy)
+            result = self._attempt(current, deadline, self._robots_policy)
             if result.outcome is not Outcome.REDIRECT or result.redirect_to is None:
                 return result
             current = result.redirect_to
         error = f"more than {self.settings.max_redirects} redirects (last: {current})"
         return FetchResult(url, Outcome.TOO_MANY_REDIRECTS, error=error)
-
-    def _fetch_with_retries(self, url: str, deadline: float, policy: _BodyPolicy) -> FetchResult:
-        attempt = 0
-        while True:
-            result = self._attempt(url, deadline, policy)
-            if not _is_retryable(result) or attempt >= self.settings.max_retries:
-                return result
-            wait = self._retry_wait(result, attempt)
-            if time.monotonic() + wait >= deadline:
-                return result
-            log.info("retrying %s in %.2f s (%s)", url, wait, result.error)
-            time.sleep(wait)
-            attempt += 1
-
-    def _retry_wait(self, result: FetchResult, attempt: int) -> float:
-        """Exponential backoff, or the server's Retry-After; either capped at MAX_RETRY_WAIT."""
-        backoff = self.settings.retry_backoff * 2**attempt
-        wait = result.retry_after if result.retry_after is not None else backoff
-        return min(wait, MAX_RETRY_WAIT)
 
     def _attempt(self, url: str, deadline: float, policy: _BodyPolicy) -> FetchResult:
         try:
@@ -169,17 +173,21 @@ class Fetcher:
         reason = invalid_url_reason(url)
         if reason:
             raise _Abort(Outcome.INVALID_URL, reason)
-        refusal = self.guard.check_url_host(url)
-        if refusal:
-            raise _Abort(Outcome.ADDRESS_REFUSED, refusal)
-        response = self._send(url, deadline)
+        try:  # the host every check saw (canonical) is the host requested: workers.addrguard
+            target = self.guard.vet(url, self._proxies_for(url))
+        except AddressRefused as exc:
+            raise _Abort(Outcome.ADDRESS_REFUSED, str(exc)) from None
+        except ValueError as exc:
+            raise _Abort(Outcome.INVALID_URL, str(exc)) from None
+        response = self._send(target, deadline)
         try:
             return self._read_response(url, response, deadline, policy)
         finally:
             response.close()
 
     def _send(self, url: str, deadline: float) -> requests.Response:
-        remaining = deadline - time.monotonic()
+        started = time.monotonic()
+        remaining = deadline - started
         if remaining <= 0:
             raise _Abort(
                 Outcome.TIMEOUT, f"fetch deadline of {self.settings.fetch_deadline} s exceeded"
@@ -189,23 +197,22 @@ class Fetcher:
             min(self.settings.read_timeout, remaining),
         )
         try:
-            return self._session.get(
-                url, allow_redirects=False, stream=True, timeout=timeout,
-                proxies=self._proxies_for(url)
-            )
+            with request_deadline(deadline):
+                return self._session.get(
+                    url, allow_redirects=False, stream=True, timeout=timeout,
+                    proxies=self._proxies_for(url)
+                )
         except AddressRefused as exc:
             raise _Abort(Outcome.ADDRESS_REFUSED, str(exc)) from None
         except requests.Timeout as exc:
             raise _Abort(Outcome.TIMEOUT, f"timed out: {_root_cause(exc)}") from None
-        except (
-            requests.exceptions.InvalidURL,
-            requests.exceptions.MissingSchema,
-            requests.exceptions.InvalidSchema,
-            UnicodeError,
-        ) as exc:
-            raise _Abort(Outcome.INVALID_URL, f"invalid URL: {exc}") from None
         except requests.RequestException as exc:
-            raise _Abort(Outcome.CONNECTION_ERROR, _root_cause(exc)) from None
+            if time.monotonic() >= deadline:  # the deadline watch shut the socket down
+                raise _Abort(Outcome.TIMEOUT, f"fetch deadline of {deadline - started:.1f} s "
+                             "exceeded before the response headers arrived") from None
+            raise _send_error(exc) from None
+        except UnicodeError as exc:
+            raise _Abort(Outcome.INVALID_URL, f"invalid URL: {exc}") from None
 
     def _read_response(
         self, url: str, response: requests.Response, deadline: float, policy: _BodyPolicy
@@ -218,6 +225,9 @@ class Fetcher:
             content_type=_media_type(content_type_header),
             headers=dict(response.headers),
             retry_after=_retry_after(response.headers.get("Retry-After")),
+            reason=response.reason or "",
+            http_version="HTTP/1.0" if getattr(response.raw, "version", 11) == 10 else "HTTP/1.1",
+            request_headers=dict(response.request.headers),
         )
         status = response.status_code
         if 300 <= status < 400:
@@ -297,13 +307,69 @@ def invalid_url_reason(url: str) -> str | None:
     return None
 
 
+def is_retryable(result: FetchResult) -> bool:
+    """A failure worth another request later: a server error or a network failure."""
+    if result.outcome is Outcome.CONNECTION_ERROR:
+        return True
+    status = result.status_code
+    return result.outcome is Outcome.HTTP_ERROR and status is not None and status >= 500
+
+
+def retry_wait(settings: Settings, result: FetchResult, attempt: int) -> float:
+    """Seconds before retry number ``attempt + 1``: the server's Retry-After, else exponential
+    backoff; at most ``max_crawl_delay``. The frontier adds the host's own delay."""
+    backoff = settings.retry_backoff * 2**attempt
+    wait = result.retry_after if result.retry_after is not None else backoff
+    return min(wait, settings.max_crawl_delay)
+
+
+def _send_error(exc: requests.RequestException) -> _Abort:
+    invalid = (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+               requests.exceptions.InvalidSchema)
+    if isinstance(exc, invalid):
+        return _Abort(Outcome.INVALID_URL, f"invalid URL: {exc}")
+    return _Abort(Outcome.CONNECTION_ERROR, _root_cause(exc))
+
+
+class _DeadlineAdapter(GuardedAdapter):
+    """The guarded adapter whose connections, direct or through a proxy, wait for a response
+    no longer than the fetch's deadline (``workers.deadline``)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        _add_deadlines(self.poolmanager)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        known = proxy in self.proxy_manager
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not known:
+            _add_deadlines(manager)
+        return manager
+
+
+def _add_deadlines(manager: Any) -> None:
+    manager.pool_classes_by_scheme = {
+        scheme: type(f"Deadline{pool.__name__}", (pool,),
+                     {"ConnectionCls": with_deadline(pool.ConnectionCls)})
+        for scheme, pool in manager.pool_classes_by_scheme.items()
+    }
+
+
+class _Session(requests.Session):
+    """3xx are the fetcher's (``_redirect``): requests would parse every Location even with
+    redirects off, and raise out of ``get`` on a malformed one (``http://[::1``)."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
+
+
 def _new_session(settings: Settings, guard: AddressGuard) -> requests.Session:
-    session = requests.Session()
+    session = _Session()
     session.trust_env = False  # proxies from the environment: Fetcher._proxies_for
     session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
     session.headers["User-Agent"] = settings.user_agent
     session.headers["Accept"] = ACCEPT
-    adapter = GuardedAdapter(guard, pool_maxsize=max(settings.concurrency, 10))
+    adapter = _DeadlineAdapter(guard, pool_maxsize=max(settings.concurrency, 10))
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -339,20 +405,13 @@ def _redirect(result: FetchResult, location: str | None) -> FetchResult:
     try:
         result.redirect_to = urljoin(result.url, location.strip())
     except ValueError:
-        return _failed(result, Outcome.HTTP_ERROR, f"invalid Location {location!r}")
+        return _failed(result, Outcome.BAD_REDIRECT, f"invalid Location {location!r}")
     return _failed(result, Outcome.REDIRECT, f"HTTP {result.status_code} to {result.redirect_to}")
 
 
 def _failed(result: FetchResult, outcome: Outcome, error: str) -> FetchResult:
     result.outcome, result.error = outcome, error
     return result
-
-
-def _is_retryable(result: FetchResult) -> bool:
-    if result.outcome is Outcome.CONNECTION_ERROR:
-        return True
-    status = result.status_code
-    return result.outcome is Outcome.HTTP_ERROR and status is not None and status >= 500
 
 
 def _media_type(content_type_header: str) -> str:

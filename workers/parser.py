@@ -1,9 +1,17 @@
 """HTML parsing with lxml: metadata, visible text, out-links with their context, the position
-blocks of the VSM model (SPEC section 4) and the counts of the result-page classifier.
+blocks of the VSM model (docs/algorithms.md §4.1) and the counts of the result-page classifier.
 
 The tree is walked once (``etree.iterwalk``). Visible text goes into one stream of pieces; every
 open element remembers where its text starts and ends in that stream, so a link's context is a
-slice of the stream, found without re-reading any subtree.
+slice of the stream, found without re-reading any subtree (``jlse.workers.parser_links``).
+
+Bounds, for pages built to exhaust a crawler: the byte caps alone do not bound a page's memory
+(8 MB of ``<a href=/n>`` is 200,000 links and ~450 MB of tree and link objects), so the text is
+cut after ``max_tags`` tags before lxml sees it, and at most ``max_links`` links are kept
+(a spread over their hosts, see ``spread_order``). libxml2 stops at 256 levels of nesting and
+drops the rest of the page; the parser runs with ``huge_tree`` (2,048 levels: the other limits
+it lifts are covered by the byte and tag caps), and a page nested deeper still is parsed again
+from where libxml2 stopped. What was cut is in ``ParsedPage.notes`` and logged with the URL.
 """
 
 from __future__ import annotations
@@ -11,21 +19,21 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import accumulate
 
 from lxml import etree
 
 from jlse.models.page_stats import PageStats
 from jlse.records import Link
 from jlse.scheduler.urls import canonicalize
+from jlse.workers.parser_links import OpenLink, resolve_links
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_CHARS = 400  # cap on a link's context
-ANCHOR_CHARS = 300  # cap on the merged anchor texts of one URL
 ZH_SHARE = 0.3  # a page is "zh" when at least this share of its words are Han characters
+MAX_LINKS = 2000  # default of the setting max_links_per_page
+MAX_TAGS = 50_000  # default of the setting max_page_tags
+DEEP_RESTARTS = 8  # parses of the rest of a page nested past libxml2's depth limit
 
 # Not visible text ("head" is walked for title/meta/base; the others are skipped whole).
 HIDDEN_TAGS = frozenset(("script", "style", "noscript", "template", "head", "svg", "iframe"))
@@ -43,6 +51,7 @@ _WORD = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
 _ASCII_SEPARATORS = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
 _HTML_END_TAG = re.compile(r"</html\s*>", re.IGNORECASE)
+_TAG_RUNS: dict[int, re.Pattern[str]] = {}  # max_tags -> a pattern matching that many "<"
 _PARSERS = threading.local()  # lxml parsers must not be shared between threads
 
 
@@ -71,24 +80,10 @@ class ParsedPage:
     blocks: dict[str, str] = field(default_factory=dict)  # title/headings/body/anchor/meta
     stats: PageStats = field(default_factory=PageStats)
     lang: str = "en"  # "zh" or "en"
-
-
-@dataclass
-class _OpenLink:
-    """An <a href>/<area href> as the walk met it; ``start``/``end`` index the text stream."""
-
-    href: str
-    depth: int  # open-element depth of the link element, to know when it closes
-    start: int
-    ancestor: list[int]  # [start, end] of the context ancestor in the stream
-    counted: bool  # an <a href> (counted in the stats), not an <area>
-    parts: list[str] = field(default_factory=list)  # its text pieces
-    alts: list[str] = field(default_factory=list)  # alt/title of images inside it
-    end: int = -1
-
-    @property
-    def text(self) -> str:
-        return " ".join((*self.parts, *self.alts))
+    # what the bounds cut, for the crawl's counters: links_cut (distinct hrefs dropped by
+    # max_links), tags_cut (1: the text was cut at max_tags), deep_nesting (1: nested past
+    # libxml2's depth limit; the rest was parsed separately)
+    notes: dict[str, int] = field(default_factory=dict)
 
 
 def _image_texts(element: etree._Element) -> list[str]:
@@ -111,7 +106,7 @@ class _Walker:
         self.pieces: list[str] = []  # the visible text stream
         self.body_parts: list[str] = []  # text outside links and headings
         self.heading_parts: list[str] = []
-        self.links: list[_OpenLink] = []
+        self.links: list[OpenLink] = []
         self.text_blocks: list[int] = []  # words outside links, per block element
         self.title: str | None = None
         self.base_href: str | None = None
@@ -122,8 +117,8 @@ class _Walker:
         ranges: list[list[int]] = []  # stream [start, end] of every open element
         blocks: list[list[str]] = []  # the enclosing blocks' own text
         block: list[str] = []  # own text of the innermost block
-        outer_links: list[_OpenLink | None] = []
-        link: _OpenLink | None = None
+        outer_links: list[OpenLink | None] = []
+        link: OpenLink | None = None
         hidden = headings = 0
         walker = etree.iterwalk(root, events=("start", "end"))
         for event, element in walker:
@@ -189,12 +184,12 @@ class _Walker:
             self.text_blocks.append(words)
 
     def open_link(self, element: etree._Element, tag: str, ranges: list[list[int]],
-                  position: int) -> _OpenLink | None:
+                  position: int) -> OpenLink | None:
         href = element.get("href")
         if href is None:
             return None
         up = min(self.context_up, len(ranges) - 1)
-        link = _OpenLink(href, len(ranges), position, ranges[-1 - up], counted=tag == "a")
+        link = OpenLink(href, len(ranges), position, ranges[-1 - up], counted=tag == "a")
         if tag == "area":
             link.alts.extend(_image_texts(element))
         self.links.append(link)
@@ -213,47 +208,102 @@ class _Walker:
                 self.meta[name] = normalize_space(element.get("content") or "")
 
 
-def parse_html(html: str, url: str, context_distance: int = 5, max_links: int = 2000) -> ParsedPage:
+def parse_html(html: str, url: str, context_distance: int = 5, max_links: int = MAX_LINKS,
+               max_tags: int = MAX_TAGS) -> ParsedPage:
     """Parse ``html`` fetched from ``url``. Never raises: input lxml cannot read at all gives an
-    empty page (no title, no links)."""
+    empty page (no title, no links). See the module docstring for ``max_links``/``max_tags``."""
     page_url = canonicalize(url) or url
     try:
-        root = _parse_tree(html)
-        if root is None:
+        if not isinstance(html, str):
+            logger.warning("parse_html needs str, got %s", type(html).__name__)
             return _empty_page(page_url)
+        notes: dict[str, int] = {}
+        html = _cap_tags(html, max(1, max_tags), notes)
         walker = _Walker(context_distance)
-        walker.walk(root)
-        return _build_page(walker, page_url, max(0, max_links))
+        if not _walk_document(html, walker, notes):
+            return _empty_page(page_url)
+        page = _build_page(walker, page_url, max(0, max_links), notes)
+        _log_notes(url, notes, len(page.links), max_tags)
+        return page
     except Exception:  # noqa: BLE001 - a bad page must never stop the crawl
         logger.exception("could not parse %s; treating it as an empty page", url)
         return _empty_page(page_url)
 
 
-def _parse_tree(html: str) -> etree._Element | None:
-    """The document root, or None when there is no document.
+def _cap_tags(html: str, max_tags: int, notes: dict[str, int]) -> str:
+    """``html`` cut before its ``max_tags + 1``-th "<" (the tree's size follows the tags)."""
+    if html.count("<") <= max_tags:  # C speed: ~0.3 ms per MB
+        return html
+    pattern = _TAG_RUNS.get(max_tags)
+    if pattern is None:
+        pattern = _TAG_RUNS[max_tags] = re.compile(f"(?:[^<]*<){{{max_tags + 1}}}")
+    end = pattern.match(html).end() - 1  # the "<" past the cap
+    notes["tags_cut"] = 1
+    return html[:end]
+
+
+def _walk_document(html: str, walker: _Walker, notes: dict[str, int]) -> bool:
+    """Parse and walk ``html``; False when there is no document at all. A document nested past
+    libxml2's depth limit is parsed again from where libxml2 stopped (a few times at most)."""
+    # libxml2 drops everything after </html>; browsers show it, so the end tag goes.
+    data = _HTML_END_TAG.sub("", html.replace("\x00", "")).encode("utf-8", "replace")
+    walked = False
+    for _ in range(DEEP_RESTARTS + 1):
+        root, stopped_at = _parse_tree(data)
+        if root is not None:
+            walker.walk(root)
+            walked = True
+        if stopped_at is None:
+            break
+        notes["deep_nesting"] = 1
+        data = data[stopped_at:]
+    return walked
+
+
+def _parse_tree(data: bytes) -> tuple[etree._Element | None, int | None]:
+    """The document root (None when there is no document), and the byte offset where libxml2
+    gave up on nesting too deep (None if it did not).
 
     The text goes to lxml as UTF-8 bytes with the encoding fixed, so an XML declaration or a
     ``<meta charset>`` in the text cannot make lxml re-decode it. ``etree.HTMLParser`` is the
     parser of ``lxml.html`` without its element classes, which only slow the walk down."""
-    if not isinstance(html, str):
-        logger.warning("parse_html needs str, got %s", type(html).__name__)
-        return None
-    # libxml2 drops everything after </html>; browsers show it, so the end tag goes.
-    html = _HTML_END_TAG.sub("", html.replace("\x00", ""))
-    data = html.encode("utf-8", "replace")
     if not data.strip():
-        return None
+        return None, None
     parser = getattr(_PARSERS, "parser", None)
     if parser is None:
-        parser = etree.HTMLParser(
-            recover=True, remove_comments=True, remove_pis=True, encoding="utf-8", no_network=True
-        )
+        parser = etree.HTMLParser(recover=True, remove_comments=True, remove_pis=True,
+                                  encoding="utf-8", no_network=True, huge_tree=True)
         _PARSERS.parser = parser
     try:
-        return etree.fromstring(data, parser)
+        root = etree.fromstring(data, parser)
     except etree.LxmlError as exc:
         logger.info("lxml could not parse the document: %s", exc)
-        return None
+        return None, None
+    return root, _depth_stop(parser.error_log, data)
+
+
+def _depth_stop(errors: etree._ListErrorLog, data: bytes) -> int | None:
+    """Where libxml2 stopped on "Excessive depth": the offset of the tag it refused, past the
+    start of ``data`` (so a new parse always moves on); None if it did not stop."""
+    for error in errors:
+        if error.type_name == "ERR_RESOURCE_LIMIT" and "depth" in error.message:
+            line_start = 0
+            for _ in range(error.line - 1):
+                line_start = data.find(b"\n", line_start) + 1
+            offset = min(len(data), line_start + max(0, error.column - 1))
+            tag = data.rfind(b"<", 0, offset + 1)
+            return tag if tag > 0 else max(1, offset)
+    return None
+
+
+def _log_notes(url: str, notes: dict[str, int], kept_links: int, max_tags: int) -> None:
+    if notes.get("tags_cut"):
+        logger.info("page too large: %s cut after %d tags (max_page_tags)", url, max_tags)
+    if notes.get("deep_nesting"):
+        logger.info("nesting too deep on %s: the rest of the page was parsed separately", url)
+    if notes.get("links_cut"):
+        logger.info("too many links on %s: kept %d, dropped %d (max_links_per_page)", url,
+                    kept_links, notes["links_cut"])
 
 
 def _empty_page(url: str) -> ParsedPage:
@@ -261,7 +311,8 @@ def _empty_page(url: str) -> ParsedPage:
     return ParsedPage(url=url, base_url=url, blocks=blocks)
 
 
-def _build_page(walker: _Walker, page_url: str, max_links: int) -> ParsedPage:
+def _build_page(walker: _Walker, page_url: str, max_links: int,
+                notes: dict[str, int]) -> ParsedPage:
     title = walker.title or ""
     text = " ".join((title, *walker.pieces)) if title else " ".join(walker.pieces)
     base_url = canonicalize(walker.base_href, page_url) if walker.base_href else None
@@ -284,99 +335,14 @@ def _build_page(walker: _Walker, page_url: str, max_links: int) -> ParsedPage:
         "anchor": " ".join(filter(None, anchor_texts)),
         "meta": f"{description} {keywords}".strip(),
     }
+    links, cut = resolve_links(walker.links, anchor_texts, walker.pieces, base_url, max_links)
+    if cut:
+        notes["links_cut"] = cut
     return ParsedPage(
         url=page_url, base_url=base_url, title=title, description=description,
-        keywords=keywords, text=text, blocks=blocks, stats=stats,
-        links=_resolve_links(walker, anchor_texts, base_url, max_links),
-        lang=_language(text, n_words),
+        keywords=keywords, text=text, blocks=blocks, stats=stats, links=links,
+        lang=_language(text, n_words), notes=notes,
     )
-
-
-def _resolve_links(walker: _Walker, anchor_texts: list[str], base_url: str,
-                   max_links: int) -> list[Link]:
-    """Canonical, deduplicated links: the first occurrence of a URL is kept, with the distinct
-    anchor texts of all its occurrences."""
-    context = _ContextReader(walker.pieces)
-    by_url: dict[str, Link] = {}
-    anchors: dict[str, list[str]] = {}
-    resolved: dict[str, str | None] = {}  # raw href -> canonical URL, for repeated hrefs
-    for open_link, anchor in zip(walker.links, anchor_texts, strict=True):
-        href = open_link.href
-        if href not in resolved:
-            resolved[href] = canonicalize(href, base_url)
-        url = resolved[href]
-        if url is None:
-            continue
-        if url not in by_url:
-            if len(by_url) >= max_links:
-                continue
-            by_url[url] = Link(url, context=context.around(open_link))
-            anchors[url] = []
-        if anchor and anchor not in anchors[url]:
-            anchors[url].append(anchor)
-    for url, link in by_url.items():
-        link.anchor_text = _cut_words(" ".join(anchors[url]), ANCHOR_CHARS, keep_end=False)
-    return list(by_url.values())
-
-
-class _ContextReader:
-    """Link contexts from the text stream.
-
-    The paper's context is the text of the DOM nodes within tree distance delta of the link.
-    Approximation used here: the text of the ancestor delta//2 levels up (all of its subtree),
-    without the link's own text, keeping the text nearest the link: at most CONTEXT_CHARS
-    characters, split between the two sides. Cumulative piece lengths make each context cost
-    a bisection and one bounded slice, whatever the size of the ancestor.
-    """
-
-    RAW_CHARS = 2 * CONTEXT_CHARS  # stream characters read on each side before cutting
-
-    def __init__(self, pieces: list[str]) -> None:
-        self.pieces = pieces
-        self.offsets = list(accumulate((len(piece) + 1 for piece in pieces), initial=0))
-
-    def around(self, link: _OpenLink) -> str:
-        first, last = link.ancestor
-        before = self._before(first, link.start)
-        after = self._after(link.end, last)
-        before = _cut_words(before, max(CONTEXT_CHARS // 2, CONTEXT_CHARS - len(after) - 1),
-                            keep_end=True)
-        after = _cut_words(after, CONTEXT_CHARS - len(before) - 1, keep_end=False)
-        return f"{before} {after}".strip()
-
-    def _before(self, first: int, start: int) -> str:
-        """About RAW_CHARS of stream text ending at piece ``start`` (not before ``first``)."""
-        limit = self.RAW_CHARS
-        # the piece holding the cut point, or ``first``
-        lo = bisect_right(self.offsets, self.offsets[start] - limit, first + 1, start + 1) - 1
-        if lo >= start:
-            return ""
-        return " ".join((self.pieces[lo][-limit:], *self.pieces[lo + 1 : start]))
-
-    def _after(self, end: int, last: int) -> str:
-        """About RAW_CHARS of stream text from piece ``end`` on (not reaching ``last``)."""
-        limit = self.RAW_CHARS
-        # pieces[end:hi] start before the cut point
-        hi = bisect_left(self.offsets, self.offsets[end] + limit, end, last)
-        if hi <= end:
-            return ""
-        return " ".join((*self.pieces[end : hi - 1], self.pieces[hi - 1][:limit]))
-
-
-def _cut_words(text: str, limit: int, keep_end: bool) -> str:
-    """``text`` cut to ``limit`` characters, keeping its start or its end; a word cut in two is
-    dropped when the cut part has a space to cut at (CJK text has none)."""
-    if len(text) <= limit:
-        return text
-    if limit <= 0:
-        return ""
-    if keep_end:
-        cut = text[len(text) - limit :]
-        partial = text[len(text) - limit - 1] != " "
-        return cut.partition(" ")[2] if partial and " " in cut else cut
-    cut = text[:limit]
-    partial = text[limit] != " "
-    return cut.rpartition(" ")[0] if partial and " " in cut else cut
 
 
 def _language(text: str, n_words: int) -> str:

@@ -22,8 +22,9 @@ from jlse.scheduler.store.pages import PageRepository
 from jlse.scheduler.urls import canonicalize
 from jlse.settings import Settings
 from jlse.workers.charset import decode_html
-from jlse.workers.fetcher import Fetcher, FetchResult
+from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
 from jlse.workers.parser import ParsedPage, parse_html
+from jlse.workers.sitemaps import SitemapSource
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,12 @@ class PageResult:
     fetch: FetchRecord | None = None  # a page request was made (counts against the budget)
     rejected: tuple[Outcome, str] | None = None  # refused before any page request
     requeue_after: float | None = None  # robots.txt unavailable: try the host again later
+    retry_in: float | None = None  # the request failed (5xx, network): retry after this wait
+    postpone: float | None = None  # not fetched yet (robots.txt pending or just fetched)
     crawl_delay: float | None = None
     links: list[NewLink] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage
+    notes: dict[str, int] = field(default_factory=dict)  # counter deltas (parser's cuts)
 
     def to_json(self) -> bytes:
         """JSON for another process (a page process to the crawl's writer): no pickle."""
@@ -63,10 +67,11 @@ class PageResult:
             "rejected": None if self.rejected is None else [self.rejected[0].value,
                                                              self.rejected[1]],
             "requeue_after": self.requeue_after, "crawl_delay": self.crawl_delay,
+            "retry_in": self.retry_in, "postpone": self.postpone,
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
                        link.priority, link.pattern_run, link.redirect_hops]
                       for link in self.links],
-            "cpu": self.cpu,
+            "cpu": self.cpu, "notes": self.notes,
         }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
 
     @classmethod
@@ -78,10 +83,11 @@ class PageResult:
             fetch=None if data["fetch"] is None else FetchRecord.from_dict(data["fetch"]),
             rejected=None if rejected is None else (Outcome(rejected[0]), rejected[1]),
             requeue_after=data["requeue_after"], crawl_delay=data["crawl_delay"],
+            retry_in=data["retry_in"], postpone=data["postpone"],
             links=[NewLink(url, parent, depth, anchor, context, priority, run, hops)
                    for url, parent, depth, anchor, context, priority, run, hops
                    in data["links"]],
-            cpu=data["cpu"],
+            cpu=data["cpu"], notes=data.get("notes") or {},
         )
 
 
@@ -108,7 +114,6 @@ class PagePipeline:
         model: TopicModel | None,
         child_pattern_run: Callable[[str, int, str], int],
         pages: PageRepository | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
         self.fetcher = fetcher
@@ -117,7 +122,7 @@ class PagePipeline:
         self.model = model
         self.child_pattern_run = child_pattern_run
         self.pages = pages
-        self._sleep = sleep
+        self.sitemaps: SitemapSource | None = None  # set by build_engine when sitemaps is on
 
     def process(self, task: CrawlTask) -> PageResult:
         watch = _Stopwatch()
@@ -135,9 +140,16 @@ class PagePipeline:
         result = PageResult(task)
         if self.robots is not None and not self._robots_allow(task, result):
             return result
+        if self.sitemaps is not None and self._sitemap_turn(task, result):
+            return result
         started = time.time()
         fetched = self._fetch(task.url)
         watch.lap("fetch")
+        if is_retryable(fetched) and task.attempt < self.settings.max_retries:
+            result.retry_in = retry_wait(self.settings, fetched, task.attempt)
+            log.info("%s: %s; retry %d in %.1f s or more", task.url, fetched.error,
+                     task.attempt + 1, result.retry_in)
+            return result
         record = FetchRecord(
             url_id=task.url_id, url=task.url, outcome=fetched.outcome, fetched_at=started,
             status_code=fetched.status_code, content_type=fetched.content_type,
@@ -152,19 +164,36 @@ class PagePipeline:
 
     def _robots_allow(self, task: CrawlTask, result: PageResult) -> bool:
         verdict = self.robots.check(task.url)
+        if verdict.sitemaps and self.sitemaps is not None:
+            self.sitemaps.found(task.url, verdict.sitemaps)
         result.crawl_delay = verdict.crawl_delay
+        if verdict.pending:  # every robots.txt slot is busy: the URL waits in the frontier
+            result.postpone = verdict.retry_after or self.settings.robots_deadline
+            return False
         if verdict.unavailable:
             result.requeue_after = verdict.retry_after or self.settings.robots_retry_after
             return False
         if not verdict.allowed:
             result.rejected = (Outcome.ROBOTS_DISALLOWED, "disallowed by robots.txt")
             return False
-        if verdict.fetched:  # robots.txt was just requested from this host: keep the delay
-            self._sleep(max(self.settings.politeness_delay, verdict.crawl_delay or 0.0))
+        delay = max(self.settings.politeness_delay, verdict.crawl_delay or 0.0)
+        if verdict.fetched and delay > 0:  # robots.txt was just requested from this host:
+            result.postpone = delay  # the page waits the host's delay in the frontier
+            return False
+        return True
+
+    def _sitemap_turn(self, task: CrawlTask, result: PageResult) -> bool:
+        """Read one of the host's sitemap files in the page's place; the page waits in the
+        frontier for the host's delay, like after any request."""
+        turn = self.sitemaps.take_turn(task)
+        if turn is None:
+            return False
+        result.links, _ = turn
+        result.postpone = self.settings.politeness_delay
         return True
 
     def _fetch(self, url: str) -> FetchResult:
-        """Fetch ``url``, or reuse its page from the repository (SPEC section 2)."""
+        """Fetch ``url``, or reuse its page from the repository (docs/algorithms.md §2.2)."""
         if self.pages is not None:
             body = self.pages.load(url)
             if body is not None:
@@ -198,7 +227,10 @@ class PagePipeline:
 
     def _handle_page(self, task: CrawlTask, html: str, result: PageResult,
                      watch: _Stopwatch) -> None:
-        page = parse_html(html, task.url, context_distance=self.settings.context_distance)
+        page = parse_html(html, task.url, context_distance=self.settings.context_distance,
+                          max_links=self.settings.max_links_per_page,
+                          max_tags=self.settings.max_page_tags)
+        result.notes = page.notes
         watch.lap("parse")
         record = result.fetch
         record.title = page.title[:500]

@@ -136,6 +136,11 @@ def _redirect(path: str) -> r.Response | None:
         "/redirect-private": "http://127.0.0.1:9/x",
         "/redirect-metadata": "http://169.254.169.254/latest/meta-data/",
         "/redirect-robots": "/private/secret.html",
+        # Hostile Locations (not in FAULT_LINKS: tests and the hostile web seed them)
+        "/redirect-bad-location": "http://[::1",  # not a URL at all
+        "/redirect-encoded-host": "http://%31%32%37.0.0.1/latest/meta-data/",  # 127.0.0.1
+        "/redirect-encoded-name": "http://loc%61lhost:6379/",  # localhost
+        "/redirect-number-host": "http://2130706433/",  # 127.0.0.1
     }
     if path in targets:
         return r.redirect(302, targets[path])

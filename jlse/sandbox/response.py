@@ -23,6 +23,7 @@ class Response:
     delay: float = 0.0  # seconds slept before the status line is sent
     stream: StreamFactory | None = None  # body produced while sending (replaces ``body``)
     length: int | None = None  # Content-Length of a stream; None sends it chunked
+    header_trickle: float = 0.0  # > 0: status line and headers sent one byte every so often
 
     @property
     def n_bytes(self) -> int:

@@ -81,6 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, response: Response, path: str, head: bool) -> None:
         try:
+            if response.header_trickle > 0:
+                self._trickle_headers(response)
+                return
             self.send_response(response.status)
             if response.content_type:
                 self.send_header("Content-Type", response.content_type)
@@ -97,6 +100,18 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             log.debug("sandbox: client went away during %s", path)
             self.close_connection = True
+
+    def _trickle_headers(self, response: Response) -> None:
+        """The status line and headers, one byte at a time (a server that never finishes)."""
+        self.close_connection = True
+        head = (f"HTTP/1.1 {response.status} OK\r\nContent-Type: {response.content_type}\r\n"
+                f"Content-Length: {len(response.body)}\r\n\r\n").encode()
+        for byte in head:
+            self.wfile.write(bytes((byte,)))
+            self.wfile.flush()
+            if not self.server.state.sleep(response.header_trickle):
+                return
+        self.wfile.write(response.body)
 
     def _send_stream(self, response: Response, head: bool) -> None:
         chunked = response.length is None

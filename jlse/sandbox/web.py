@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from jlse.sandbox import extras, faults, topicdir
+from jlse.sandbox import extras, faults, hostile, sitemaps, stalls, topicdir
 from jlse.sandbox import response as r
 from jlse.sandbox.generator import PageSpec, SitePlan, WebPlan, plan_web
 from jlse.sandbox.layout import content_type, declared_meta, encode
@@ -125,6 +125,10 @@ class SandboxWeb:
         host = host.lower()
         if host in self.fault_hosts:
             return faults.fault_robots_rules(host)
+        if stalls.serves(host):
+            return stalls.robots_rules(host)
+        if sitemaps.serves(host):
+            return sitemaps.robots_rules(host)
         site = self.plan.by_host.get(host)
         return None if site is None else extras.robots_text(site.spec)
 
@@ -160,6 +164,12 @@ class SandboxWeb:
             return faults.fault_response(path, query, state)
         if host in faults.ROBOTS_HOSTS:
             return faults.robots_host_response(host, path)
+        if stalls.serves(host):
+            return stalls.respond(host, path, query, state)
+        if sitemaps.serves(host):
+            return sitemaps.respond(path)
+        if hostile.serves(host):
+            return hostile.respond(host, path, query, state)
         site = self.plan.by_host.get(host)
         if site is None:
             return None

@@ -7,11 +7,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
+from jlse.redact import redact_url  # noqa: F401  (re-exported: the stores show URLs with it)
 
 
 class StoreError(RuntimeError):
@@ -119,7 +119,7 @@ class CrawlStore(ABC):
 
     @abstractmethod
     def learning_graph(self, dead_ends: bool = False) -> LearningGraphRows:
-        """G_w's vertices: every ResultTable link and its ancestors up to a seed (SPEC 1).
+        """G_w's vertices: every ResultTable link and its ancestors up to a seed (docs/algorithms.md §1.6).
 
         With ``dead_ends``, also every other fetched link (the negative evidence of the default
         JLSE: on no path to a result, those vertices learn Q = 0).
@@ -153,22 +153,3 @@ class CrawlStore(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (in the user part or a ``password=`` parameter) masked."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            userinfo, _, hostport = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{hostport}"
-        query = parts.query
-        if "password" in query.lower():
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode([(k, "***" if k.lower() == "password" else v) for k, v in pairs],
-                            safe="*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return url.split("://", 1)[0] + "://***"

@@ -1,4 +1,4 @@
-"""The page repository: raw fetched pages on disk, named by the md5 of their URL (SPEC §2)."""
+"""The page repository: raw fetched pages on disk, named by the md5 of their URL (docs/algorithms.md §2.2)."""
 
 from __future__ import annotations
 

@@ -64,14 +64,15 @@ class PostgresStore(SqlCrawlStore):
     dialect = "postgresql"
     placeholder = "%s"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, read_only: bool = False) -> None:
         super().__init__()
         self.url = url
         self._shown_url = redact_url(url)
+        self._read_only = read_only  # every transaction READ ONLY; nothing created
         self._id_sequence = ""  # schema-qualified name of the links.id sequence
         self._conn = self._connect()
         try:
-            self._run(self._create_schema_locked, "open")
+            self._run(self._check_schema if read_only else self._create_schema_locked, "open")
         except StoreError:
             self.close()
             raise
@@ -79,10 +80,13 @@ class PostgresStore(SqlCrawlStore):
     def _connect(self) -> Any:
         extra = {} if "connect_timeout" in self.url else {"connect_timeout": CONNECT_TIMEOUT}
         try:
-            return psycopg2.connect(self.url, application_name="jlse", **extra)
+            conn = psycopg2.connect(self.url, application_name="jlse", **extra)
+            if self._read_only:
+                conn.set_session(readonly=True)  # every transaction READ ONLY
+            return conn
         except psycopg2.Error as exc:
             message = self._scrub(exc)
-            log.error("cannot connect to PostgreSQL at %s: %s", self._shown_url, message)
+            log.info("cannot connect to PostgreSQL at %s: %s", self._shown_url, message)
             raise StoreError(f"cannot connect to PostgreSQL at {self._shown_url}: {message}") from None
 
     def _scrub(self, exc: BaseException) -> str:

@@ -39,12 +39,13 @@ LINK_INSERT_COLUMNS = (
 )
 _EXPORT_SQL = (
     "SELECT l.id, l.url, l.title, l.relevance, l.is_target, l.depth, l.fetched_at, "
-    "f.status_code, f.content_type, p.url "
+    "f.status_code, f.content_type, p.url, l.anchor_text, l.context, l.discovered_at, "
+    "f.outcome, f.final_url, f.n_bytes, f.elapsed, f.error "
     "FROM links l LEFT JOIN links p ON p.id = l.parent_id "
     "LEFT JOIN fetches f ON f.id = (SELECT MAX(f2.id) FROM fetches f2 WHERE f2.url_id = l.id)"
 )
 
-# G_w (SPEC 1): from each result up the parent chain to a seed. UNION, not UNION ALL: an id
+# G_w (docs/algorithms.md §1.6): from each result up the parent chain to a seed. UNION, not UNION ALL: an id
 # already on the path is not added again, so shared ancestors come once and a cycle ends (a
 # seed adds one NULL id, which the final join drops). The parent is looked up by a scalar
 # subquery, an index probe per path row: written as a join, PostgreSQL overestimates the
@@ -171,6 +172,10 @@ class SqlCrawlStore(CrawlStore):
             self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
             ("schema_version", SCHEMA_VERSION),
         )
+        self._check_schema(cur)
+
+    def _check_schema(self, cur: Any) -> None:
+        """Refuse a database of another schema version (all a read-only open checks)."""
         found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",))
         if found is None or found[0] != SCHEMA_VERSION:
             version = found[0] if found else None
@@ -350,7 +355,10 @@ class SqlCrawlStore(CrawlStore):
             yield {
                 "url": row[1], "title": row[2], "relevance": row[3], "is_target": bool(row[4]),
                 "depth": row[5], "fetched_at": row[6], "status_code": row[7],
-                "content_type": row[8] or "", "parent_url": row[9],
+                "content_type": row[8] or "", "parent_url": row[9], "anchor_text": row[10],
+                "context": row[11], "discovered_at": row[12], "outcome": row[13] or "",
+                "final_url": row[14] or row[1], "n_bytes": row[15], "elapsed": row[16],
+                "error": row[17] or "",
             }
 
     # --- meta ---

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from jlse.records import NewLink
 from jlse.scheduler.store.base import StoreError
@@ -25,17 +27,24 @@ _INSERT_SQL = (
 
 
 class SqliteStore(SqlCrawlStore):
-    """One connection in WAL mode, shared by threads under a lock."""
+    """One connection in WAL mode, shared by threads under a lock.
+
+    ``read_only``: opened with ``mode=ro`` (nothing is created or written, so a read-only file
+    or folder is fine); a WAL database in a read-only folder is opened ``immutable``.
+    """
 
     dialect = "sqlite"
     placeholder = "?"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         super().__init__()
         self.path = path
-        self._conn = self._connect(path)
+        self._conn = _connect_read_only(path) if read_only else self._connect(path)
         try:
-            self._run(self._create_schema, "open")
+            if read_only:
+                self._run(self._check_schema, "open", write=False)
+            else:
+                self._run(self._create_schema, "open")
         except StoreError:
             self.close()
             raise
@@ -117,3 +126,77 @@ class SqliteStore(SqlCrawlStore):
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+def _connect_read_only(path: str) -> sqlite3.Connection:
+    """A connection that cannot write: ``mode=ro``, or ``immutable`` when SQLite cannot set
+    up WAL reading (its ``-shm`` file) because the folder is read-only."""
+    resolved = Path(path).resolve()
+    if not resolved.is_file():
+        raise StoreError(f"no crawl database at {path}")
+    uri = f"file:{quote(str(resolved))}?mode=ro"
+    try:
+        return _open_uri(uri)
+    except sqlite3.Error as exc:
+        log.info("read-only open of %s failed (%s): trying it as immutable", path, exc)
+    wal = Path(f"{resolved}-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        log.warning("%s: its -wal file cannot be read here; the last writes may be missing", path)
+    try:
+        return _open_uri(uri + "&immutable=1")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open SQLite crawl database {path} read-only: {exc}") from None
+
+
+def _open_uri(uri: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT, isolation_level=None,
+                           check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def check_resumable(path: str) -> None:
+    """Refuse to resume from a SQLite crawl database that is missing, empty, damaged or holds
+    no crawl: a ``StoreError`` saying which and what to do. Reads only (``quick_check``)."""
+    file = Path(path)
+    if not file.is_file():
+        raise StoreError(f"cannot resume: there is no crawl database at {path} (deleted, or "
+                         "another --workdir?); start a new crawl without --resume")
+    if file.stat().st_size == 0:
+        raise StoreError(f"cannot resume: the crawl database {path} is empty (0 bytes); "
+                         "start over with --fresh")
+    try:
+        conn = _open_uri(f"file:{quote(str(file.resolve()))}?mode=ro")
+        try:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+            has_links = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                     "AND name = 'links'").fetchone() is not None
+            crawled = has_links and conn.execute("SELECT 1 FROM links LIMIT 1").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        verdict = "; ".join(line for line in verdict.splitlines() if "***" not in line)[:200]
+        raise StoreError(f"cannot resume: the crawl database {path} is damaged ({verdict}); "
+                         "restore it from a backup, or start over with --fresh")
+    if not crawled:
+        raise StoreError(f"cannot resume: {path} holds no crawl; start a new crawl without "
+                         "--resume")
+
+
+def check_writable(directory: Path | str) -> None:
+    """A ``StoreError`` naming the reason when files cannot be created in ``directory`` (a
+    crawl writes its database, pages and log there)."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise StoreError(f"cannot write to the crawl's folder {directory}: "
+                         f"{exc.strerror or exc}; use a writable --workdir") from None

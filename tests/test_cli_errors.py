@@ -1,0 +1,250 @@
+"""Every user-facing failure of the ``jlse`` command is one clear line and a documented exit
+code (``jlse.errors``), never a traceback unless ``-v`` asks for it. Each test runs the real
+command in a subprocess and checks the exit code and the first line of standard error."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jlse.errors import (
+    EXIT_INTERNAL,
+    EXIT_UNAVAILABLE,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    explain,
+)
+
+REDIS = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def jlse(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+         **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jlse.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, **kwargs)
+
+
+def first_line(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.splitlines()
+    return lines[0] if lines else ""
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, code: int, *words: str) -> str:
+    line = first_line(done)
+    assert done.returncode == code, done.stderr
+    assert line.startswith("error: "), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) <= 2, done.stderr
+    for word in words:
+        assert word in line, (word, line)
+    return line
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def topic(tmp_path: Path) -> Path:
+    """A topic whose only seed is a closed loopback port: nothing can be reached."""
+    path = tmp_path / "topic"
+    path.mkdir()
+    (path / "seeds.txt").write_text(f"http://127.0.0.1:{free_port()}/\n")
+    (path / "topic.toml").write_text('keywords = ["phone"]\n')  # no "not classified" warning
+    return path
+
+
+# --- services that are not there ---------------------------------------------------------
+def test_store_naming_a_missing_postgresql_database(topic, pg_database_url, tmp_path):
+    missing = pg_database_url.rsplit("/", 1)[0] + f"/jlse_missing_{uuid.uuid4().hex[:8]}"
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"),
+                "--store", missing, "--no-progress")
+    assert_one_line_error(done, EXIT_UNAVAILABLE, "cannot connect to PostgreSQL", "does not exist")
+
+
+def test_store_on_an_unreachable_postgresql_server(topic, tmp_path):
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), "--store",
+                f"postgresql://postgres@127.0.0.1:{free_port()}/jlse", "--no-progress")
+    assert_one_line_error(done, EXIT_UNAVAILABLE, "cannot connect to PostgreSQL")
+
+
+def test_frontier_with_redis_unreachable_at_start(topic, pg_database_url):
+    done = jlse("crawl", "--topic", str(topic), "--store", pg_database_url, "--no-progress",
+                "--frontier", f"redis://127.0.0.1:{free_port()}/0")
+    assert_one_line_error(done, EXIT_UNAVAILABLE, "cannot reach Redis")
+
+
+def test_status_with_redis_unreachable():
+    done = jlse("status", "--frontier", f"redis://127.0.0.1:{free_port()}/0")
+    assert_one_line_error(done, EXIT_UNAVAILABLE, "cannot reach Redis")
+
+
+def test_verbose_adds_the_traceback():
+    done = jlse("-v", "status", "--frontier", f"redis://127.0.0.1:{free_port()}/0")
+    assert done.returncode == EXIT_UNAVAILABLE
+    assert "Traceback" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: cannot reach Redis")
+
+
+def test_distributed_mode_without_its_extra(topic, tmp_path, pg_database_url):
+    """Installed without jlse[distributed]: importing redis fails; the error says what to
+    install."""
+    shadow = tmp_path / "no-redis" / "redis"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'redis'\", name='redis')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(shadow.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    done = jlse("crawl", "--topic", str(topic), "--store", pg_database_url, "--frontier",
+                REDIS, env=env)
+    assert_one_line_error(done, EXIT_UNAVAILABLE, "pip install 'jlse[distributed]'")
+
+
+# --- files and ports ---------------------------------------------------------------------
+def test_workdir_naming_an_existing_file(topic, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(a_file), "--no-progress")
+    assert_one_line_error(done, EXIT_USAGE, str(a_file), "not a directory")
+
+
+def test_export_into_a_missing_folder(tmp_path):
+    from jlse.scheduler.store import open_store
+
+    open_store(f"sqlite:///{tmp_path / 'crawl.db'}").close()
+    out = tmp_path / "no-such-folder" / "pages.csv"
+    done = jlse("export", "--workdir", str(tmp_path), "--out", str(out))
+    assert_one_line_error(done, EXIT_UNAVAILABLE, str(out), "No such file or directory")
+
+
+def test_sandbox_serve_on_a_busy_port():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = jlse("sandbox", "serve", "--port", str(port), timeout=60)
+    assert_one_line_error(done, EXIT_UNAVAILABLE, f"127.0.0.1:{port}", "in use")
+
+
+def test_sandbox_serve_on_an_invalid_port():
+    done = jlse("sandbox", "serve", "--port", "99999", timeout=60)
+    assert_one_line_error(done, EXIT_USAGE, "--port", "0-65535")
+
+
+def test_output_reader_going_away_is_quiet():
+    """`jlse ... | head`: the reader closes the pipe early; exit 0, nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "jlse.cli", "sandbox", "truth", "--out",
+                             "/dev/stdout"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert err.decode() == ""
+
+
+# --- --set ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", [
+    ["crawl", "--topic", "{topic}"],
+    ["crawl", "--topic", "{topic}", "--frontier", REDIS, "--store", "postgresql://x@127.0.0.1/x"],
+    ["demo"],
+    ["eval"],
+])
+def test_set_with_a_wrong_type_names_the_key(command, topic):
+    args = [arg.format(topic=topic) for arg in command]
+    done = jlse(*args, "--set", "max_pages=abc", timeout=60)
+    assert_one_line_error(done, EXIT_USAGE, "max_pages", "expected an integer", "'abc'")
+
+
+def test_set_with_an_unknown_key():
+    done = jlse("demo", "--set", "max_pagez=3", timeout=60)
+    assert_one_line_error(done, EXIT_USAGE, "max_pagez", "unknown setting")
+
+
+# --- nothing reachable --------------------------------------------------------------------
+def test_a_crawl_that_reaches_no_seed_host_exits_4(topic, tmp_path):
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), "--no-progress",
+                "--set", "allow_private=true", "--set", "max_retries=0",
+                "--set", "robots_unavailable_retries=0")
+    assert done.returncode == EXIT_UNREACHABLE, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: no page was fetched: no seed host"), \
+        done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _stderr_until(proc: subprocess.Popen, text: str, timeout: float) -> float:
+    """Seconds until ``text`` appeared on the process's stderr (fails after ``timeout``)."""
+    started = time.monotonic()
+    seen = []
+    while time.monotonic() - started < timeout:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return time.monotonic() - started
+    pytest.fail(f"{text!r} not on stderr within {timeout} s: {''.join(seen)}")
+
+
+def test_unreachable_seeds_are_said_early(topic, tmp_path):
+    """Retries would take minutes: the warning comes after the first failure of every seed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(topic), "--workdir",
+         str(tmp_path / "w"), "--no-progress", "--set", "allow_private=true", "--set",
+         "max_retries=0", "--set", "robots_retry_after=120"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        assert _stderr_until(proc, "no seed host could be reached so far", 60) < 60
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 130
+
+
+def test_distributed_crawl_without_dispatcher_or_worker_says_so(tmp_path, pg_store_url):
+    prefix = f"jlsetest{uuid.uuid4().hex[:8]}:"
+    topic = tmp_path / "topic"
+    topic.mkdir()
+    (topic / "seeds.txt").write_text("http://a.test/\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(topic), "--no-progress",
+         "--store", pg_store_url, "--frontier", REDIS, "--crawl-id", "silence"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", JLSE_KEY_PREFIX=prefix))
+    try:
+        _stderr_until(proc, "is the dispatcher running?", 60)
+        _stderr_until(proc, "no fetch worker answered", 30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        _delete_keys(prefix)
+    assert proc.returncode == 130
+
+
+def _delete_keys(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS)
+    keys = list(client.scan_iter(match=prefix + "*", count=1000))
+    if keys:
+        client.unlink(*keys)
+    client.close()
+
+
+# --- the classification itself ----------------------------------------------------------
+def test_an_unexpected_error_is_an_internal_error_line():
+    code, message = explain(RuntimeError("boom\nsecond line"))
+    assert code == EXIT_INTERNAL
+    assert message.startswith("internal error: RuntimeError: boom") and "\n" not in message
+    assert "-v" in message

@@ -1,0 +1,164 @@
+"""The command line as a user meets it: version, help, --set, the crawl summary and log,
+--log-level, rates after --resume, topic files in other encodings, the install targets."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from jlse.cli import build_parser
+from jlse.run import run_crawl
+from jlse.scheduler.store import open_store
+from jlse.topic import TopicError, load_topic
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = ["--set", "politeness_delay=0.02", "--set", "robots_retry_after=0.5"]
+
+
+def jlse(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jlse.cli", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def phones_topic(sandbox_web, tmp_path_factory) -> Path:
+    return sandbox_web.write_topic_dir("phones", tmp_path_factory.mktemp("topic") / "phones")
+
+
+def test_version():
+    done = jlse("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"jlse {version('jlse')}"
+
+
+def _subcommands() -> dict:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices
+
+
+def test_every_subcommand_has_a_description_and_its_options_help():
+    for name, command in _subcommands().items():
+        assert command.description, name
+        for action in command._actions:
+            assert action.help, (name, action.dest)
+
+
+def test_help_shows_defaults():
+    sandbox_help = _subcommands()["sandbox"].format_help()
+    assert "(default: 8899)" in sandbox_help and "(default: 127.0.0.1)" in sandbox_help
+    assert "(default: 5)" in _subcommands()["train"].format_help()
+    crawl_help = jlse("crawl", "--help").stdout
+    assert "(default: runs/<topic" in crawl_help and "(default: None)" not in crawl_help
+
+
+def test_set_is_honoured_and_the_flags_win_over_it(phones_topic, sandbox, tmp_path):
+    """--set max_pages/strategy/concurrency were overwritten by the unset flags (None)."""
+    workdir = tmp_path / "w"
+    done = jlse("crawl", "--topic", str(phones_topic), "--workdir", str(workdir),
+                "--no-progress", "--set", f"proxy={sandbox.proxy_url}", *FAST,
+                "--set", "max_pages=5", "--set", "strategy=bfs", "--set", "concurrency=1")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"pages fetched\s+5\b", done.stdout), done.stdout
+    with open_store(f"sqlite:///{workdir / 'crawl.db'}") as store:
+        settings = json.loads(store.get_meta("settings"))
+    assert (settings["strategy"], settings["concurrency"]) == ("bfs", 1)
+    again = jlse("crawl", "--topic", str(phones_topic), "--workdir", str(tmp_path / "w2"),
+                 "--no-progress", "--json", "--set", f"proxy={sandbox.proxy_url}", *FAST,
+                 "--set", "max_pages=50", "--max-pages", "3", "--strategy", "bfs")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["fetched"] == 3
+
+
+def test_summary_says_how_to_export_and_crawl_log_says_what_the_crawl_is(
+        phones_topic, sandbox, tmp_path):
+    workdir = tmp_path / "w"
+    done = jlse("crawl", "--topic", str(phones_topic), "--workdir", str(workdir),
+                "--no-progress", "--max-pages", "4", "--set", f"proxy={sandbox.proxy_url}",
+                *FAST)
+    assert done.returncode == 0, done.stderr
+    assert f"jlse export --workdir {workdir}" in done.stdout
+    head = (workdir / "crawl.log").read_text(encoding="utf-8").splitlines()[:3]
+    assert "new crawl of topic phones" in head[0] and "strategy jlse" in head[0]
+    assert "page budget 4" in head[0]
+    assert "politeness_delay=0.02" in head[1] and f"proxy='{sandbox.proxy_url}'" in head[1]
+    assert "topic model: trained on the fly" in head[2]
+
+
+def test_log_level_option(tmp_path):
+    topic = tmp_path / "t"
+    topic.mkdir()
+    (topic / "seeds.txt").write_text("http://127.0.0.1:9/\n")  # discard port: refused
+    args = ["crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), "--no-progress",
+            "--set", "allow_private=true", "--set", "max_retries=0",
+            "--set", "robots_unavailable_retries=0"]
+    quiet = jlse("--log-level", "error", *args)
+    assert "WARNING" not in quiet.stderr and "error: no page was fetched" in quiet.stderr
+    chatty = jlse("--log-level", "INFO", *args, "--fresh")
+    assert "INFO jlse.run: new crawl of topic t" in chatty.stderr
+
+
+def test_rates_after_resume_are_this_sessions(phones_topic, sandbox, tmp_path):
+    overrides = {"proxy": sandbox.proxy_url, "strategy": "bfs", "politeness_delay": 0.02,
+                 "max_pages": 10}
+    run_crawl(phones_topic, overrides, workdir=tmp_path / "w", progress=False)
+    summary = run_crawl(phones_topic, dict(overrides, max_pages=16), workdir=tmp_path / "w",
+                        resume=True, progress=False)
+    assert (summary.fetched, summary.fetched_before, summary.session_fetched) == (16, 10, 6)
+    assert summary.pages_per_second == pytest.approx(6 / summary.elapsed)
+    assert "6 in this session" in summary.render()
+    done = run_crawl(phones_topic, overrides, workdir=tmp_path / "w", resume=True,
+                     progress=False)  # the budget was reached already
+    assert done.session_fetched == 0 and done.pages_per_second == 0.0
+
+
+# --- topic files in other encodings ----------------------------------------------------------
+def _topic(tmp_path: Path, seeds: bytes, toml: bytes | None = None) -> Path:
+    topic = tmp_path / "enc"
+    topic.mkdir()
+    (topic / "seeds.txt").write_bytes(seeds)
+    if toml is not None:
+        (topic / "topic.toml").write_bytes(toml)
+    return topic
+
+
+def test_seeds_and_toml_with_a_utf8_byte_order_mark(tmp_path):
+    topic = _topic(tmp_path, b"\xef\xbb\xbfhttp://a.test/\n", b"\xef\xbb\xbfmax_pages = 9\n")
+    loaded = load_topic(topic)
+    assert loaded.seeds == ["http://a.test/"] and loaded.settings.max_pages == 9
+
+
+def test_utf16_seeds_with_a_byte_order_mark(tmp_path):
+    topic = _topic(tmp_path, "# seeds\nhttp://a.test/x\n".encode("utf-16"))
+    assert load_topic(topic).seeds == ["http://a.test/x"]
+
+
+def test_latin1_seeds_name_the_file(tmp_path):
+    topic = _topic(tmp_path, "# café\nhttp://a.test/\n".encode("latin-1"))
+    with pytest.raises(TopicError, match="seeds.txt: not UTF-8"):
+        load_topic(topic)
+    done = jlse("crawl", "--topic", str(topic), "--no-progress")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[0].startswith(f"error: {topic / 'seeds.txt'}: not UTF-8")
+
+
+# --- installation ----------------------------------------------------------------------------
+def _make_dry_run(target: str) -> str:
+    done = subprocess.run(["make", "-n", "-B", target, "VENV=/nonexistent-venv"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_install_leaves_out_the_development_tools():
+    install = _make_dry_run("install")
+    assert "-e '.[distributed]'" in install and "[dev]" not in install
+    assert "-e '.[dev]'" in _make_dry_run("dev")
+    assert "make dev" in (ROOT / ".ci" / "run").read_text()
+    assert "Python 3.10 or newer" in install  # the version check says what it needs
