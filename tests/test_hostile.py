@@ -162,7 +162,7 @@ def test_read_only_workdir_is_one_clear_line(topic_dir, tmp_path) -> None:
     done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     if "mount:" in done.stderr:
-        pytest.skip(f"no bind mounts here: {done.stderr.strip()}")
+        pytest.fail(f"this test needs a read-only bind mount (unshare -m, as root): {done.stderr.strip()}")
     assert done.returncode != 0
     assert done.stderr.splitlines()[0] == (
         f"error: cannot write to the crawl's folder {workdir}: Read-only file system; "
