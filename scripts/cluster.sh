@@ -25,6 +25,7 @@ UP_TIMEOUT=${UP_TIMEOUT:-60}          # seconds for every role to become healthy
 STOP_GRACE=${STOP_GRACE:-30}          # seconds between TERM (Celery warm shutdown) and KILL
 SETTLE=${SETTLE:-3}                   # seconds a role without a health probe must stay up
 TAIL_LINES=${TAIL_LINES:-25}
+METRICS_PORT=${METRICS_PORT:-}        # Prometheus: dispatcher on it, worker N on it + N (127.0.0.1)
 
 read -ra JLSE_CMD <<<"$JLSE"
 read -ra CELERY_CMD <<<"$CELERY"
@@ -72,13 +73,28 @@ node_name() {  # worker or learner role -> its Celery node name
   esac
 }
 
+metrics_port() {  # ROLE -> its Prometheus port on stdout (nothing: no metrics for it)
+  [ -n "$METRICS_PORT" ] || return 0
+  case $1 in
+    dispatcher) printf '%s' "$METRICS_PORT" ;;
+    worker) printf '%s' "$((METRICS_PORT + 1))" ;;
+    worker*) printf '%s' "$((METRICS_PORT + ${1#worker}))" ;;
+  esac
+}
+
 role_command() {  # ROLE -> sets CMD to the command line that runs it
-  local role=$1
+  local role=$1 port
+  port=$(metrics_port "$role")
   case $role in
-    dispatcher) CMD=("${JLSE_CMD[@]}" dispatcher) ;;
+    dispatcher) CMD=(env "JLSE_DISPATCHER_METRICS_PORT=$port") ;;
+    worker*) CMD=(env "JLSE_WORKER_METRICS_PORT=$port") ;;
+  esac
+  [ -n "$port" ] || CMD=()
+  case $role in
+    dispatcher) CMD+=("${JLSE_CMD[@]}" dispatcher) ;;
     learner) CMD=("${JLSE_CMD[@]}" learner --hostname "$(node_name learner)") ;;
     worker*)
-      CMD=("${JLSE_CMD[@]}" worker --hostname "$(node_name "$role")")
+      CMD+=("${JLSE_CMD[@]}" worker --hostname "$(node_name "$role")")
       if [ -n "$CONCURRENCY" ]; then CMD+=(--concurrency "$CONCURRENCY"); fi ;;
     flower)
       CMD=("${CELERY_CMD[@]}" -A "$CELERY_APP" flower
@@ -115,7 +131,7 @@ cluster_roles() {  # the roles `up` manages, one a line
 }
 
 start_role() {  # ROLE -> started in its own session, pid recorded
-  local role=$1 log
+  local role=$1 log port
   log=$(log_file "$role")
   role_command "$role"
   printf '\n=== %s cluster.sh starting: %s\n' "$(date '+%F %T')" "${CMD[*]}" >>"$log"
@@ -125,6 +141,8 @@ start_role() {  # ROLE -> started in its own session, pid recorded
   echo "$!" >"$(pid_file "$role")"
   STARTED+=("$role")
   say "started $role (pid $!, log $log)"
+  port=$(metrics_port "$role")
+  if [ -n "$port" ]; then say "$role metrics: http://127.0.0.1:$port/metrics"; fi
 }
 
 flower_answers() {  # 0 if an HTTP server answers on Flower's port (any status: 401 counts)
@@ -226,6 +244,8 @@ show_backends() {
 cmd_up() {
   local roles role
   [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "WORKERS must be a positive integer, not '$WORKERS'"
+  [[ $METRICS_PORT =~ ^([1-9][0-9]*)?$ ]] && [ "${METRICS_PORT:-0}" -le $((65535 - WORKERS)) ] ||
+    die "METRICS_PORT must be a TCP port with room for $WORKERS workers above it, not '$METRICS_PORT'"
   mapfile -t roles < <(cluster_roles)
   take_lock
   prepare_flower_env

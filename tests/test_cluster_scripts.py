@@ -208,6 +208,25 @@ def test_bad_worker_count_is_refused(cluster: Cluster) -> None:
     assert not cluster.run_dir.exists() or cluster.pid_files() == []
 
 
+def test_metrics_port_gives_the_dispatcher_and_each_worker_their_own(cluster: Cluster) -> None:
+    port = _free_port()
+    result = cluster.run("up", METRICS_PORT=str(port))
+    assert result.returncode == 0, result.stderr
+    for role, env_name, expected in (("dispatcher", "JLSE_DISPATCHER_METRICS_PORT", port),
+                                     ("worker1", "JLSE_WORKER_METRICS_PORT", port + 1),
+                                     ("worker2", "JLSE_WORKER_METRICS_PORT", port + 2)):
+        assert f"{role} metrics: http://127.0.0.1:{expected}/metrics" in result.stdout
+        log = (cluster.run_dir / f"{role}.log").read_text()
+        assert f"metrics: {{'{env_name}': '{expected}'}}" in log
+    assert "metrics: {}" in (cluster.run_dir / "learner.log").read_text()
+
+
+def test_bad_metrics_port_is_refused(cluster: Cluster) -> None:
+    result = cluster.run("up", METRICS_PORT="65535")
+    assert result.returncode != 0 and "METRICS_PORT must be a TCP port" in result.stderr
+    assert cluster.pid_files() == []
+
+
 def test_run_execs_one_role_in_the_foreground(cluster: Cluster) -> None:
     cluster.run_dir.mkdir()
     result = cluster.run("run", "worker", WORKER_NAME="w9@elsewhere", FAKE_DIE="worker")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 from crawl_checks import crawl_delay_breaches, duplicate_fetches, robots_violations
+from prometheus_scrape import free_port, scrape, total
 
 from jlse.records import LinkStatus
 from jlse.run import run_crawl
@@ -36,6 +37,7 @@ FAST = {"politeness_delay": 0.02, "concurrency": 8, "robots_retry_after": 0.5,
         "lease_seconds": 8.0, "cf": 30}
 BUDGET = 300
 WORKER_ENV: dict[str, str] = {}  # a worker's own proxy and database (never from Redis)
+METRICS_PORTS: dict[str, int] = {}  # Prometheus endpoint of each cluster process
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,16 +63,19 @@ class Cluster:
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, *args: str, ready: str | None = None) -> None:
+    def start(self, name: str, *args: str, ready: str | None = None,
+              env: dict[str, str] | None = None) -> None:
         log = open(self.logs / f"{name}.log", "ab")
-        self.procs[name] = subprocess.Popen(_jlse(*args), cwd=REPO, env=_env(), stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(_jlse(*args), cwd=REPO, env={**_env(), **(env or {})},
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         if ready:
             self._wait_for(name, ready)
 
     def start_worker(self, name: str) -> None:
+        port = METRICS_PORTS.setdefault(name, free_port())
         self.start(name, "worker", "--concurrency", "1", "--hostname", f"{name}@{PREFIX[:-1]}",
-                   ready=" ready.")
+                   ready=" ready.", env={"JLSE_WORKER_METRICS_PORT": str(port)})
 
     def _wait_for(self, name: str, text: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -128,7 +133,9 @@ def cluster(redis_client, tmp_path_factory) -> Iterator[Cluster]:
         running.start_worker("w2")
         running.start("learner", "learner", "--hostname", f"learner@{PREFIX[:-1]}",
                       ready=" ready.")
-        running.start("dispatcher", "--verbose", "dispatcher")  # INFO: reaped leases
+        port = METRICS_PORTS.setdefault("dispatcher", free_port())
+        running.start("dispatcher", "--verbose", "dispatcher",  # INFO: reaped leases
+                      env={"JLSE_DISPATCHER_METRICS_PORT": str(port)})
         yield running
     finally:
         running.stop_all()
@@ -254,6 +261,51 @@ def test_learner_publishes_qtable_that_workers_use(jlse_crawl, redis_client):
     workers = registry.workers("jlse1")
     assert len(workers) == 2, workers
     assert all(version >= 1 for version in workers.values()), workers
+
+
+# --- Prometheus: the dispatcher and both workers scraped while a crawl runs ------------------
+def _scrape_workers() -> dict[str, dict]:
+    return {name: scrape(METRICS_PORTS[name]) for name in ("w1", "w2")}
+
+
+@pytest.mark.slow
+def test_prometheus_scrape_of_a_running_cluster(cluster, phones_topic, sandbox, pg_store_url,
+                                                redis_client):
+    before = _scrape_workers()
+    cmd = _crawl_cmd(phones_topic, pg_store_url, "metrics1", sandbox, "best-first",
+                     politeness_delay=0.1)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_fetched(redis_client, "metrics1", 60, proc)
+        running = scrape(METRICS_PORTS["dispatcher"])
+        out, err = proc.communicate(timeout=150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
+    summary = json.loads(out)
+    crawl = (("crawl_id", "metrics1"),)
+    # the dispatcher serves the crawl's state from Redis while it runs
+    assert 60 <= running[("jlse_crawl_pages", (("counter", "fetched"), *crawl))] < BUDGET
+    assert running[("jlse_frontier_queued", crawl)] > 0
+    assert ("jlse_frontier_in_flight", crawl) in running
+    assert ("jlse_qtable_version", crawl) in running
+    # each worker serves what its own pool processes wrote; together, every page of the crawl
+    after = _scrape_workers()
+    grown = {name: {metric: total(after[name], metric) - total(before[name], metric)
+                    for metric in ("jlse_pages_fetched_total", "jlse_relevant_pages_total",
+                                   "jlse_fetch_seconds_count")}
+             for name in after}
+    print(f"Prometheus: dispatcher saw {running[('jlse_crawl_pages', (('counter', 'fetched'), *crawl))]:.0f}"
+          f" pages mid-crawl; workers wrote {grown}")
+    assert all(growth["jlse_pages_fetched_total"] > 0 for growth in grown.values()), grown
+    assert sum(growth["jlse_pages_fetched_total"] for growth in grown.values()) >= \
+        summary["fetched"]
+    assert sum(growth["jlse_relevant_pages_total"] for growth in grown.values()) >= \
+        summary["relevant"]
+    assert all(growth["jlse_fetch_seconds_count"] == growth["jlse_pages_fetched_total"]
+               for growth in grown.values()), grown
 
 
 # --- (2) a worker killed with SIGKILL mid-crawl ------------------------------------------------

@@ -5,35 +5,20 @@ HTTP and parsed with prometheus_client's own parser."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_scrape import free_port, scrape
 
 from jlse.records import CrawlTask
 from jlse.scheduler.dispatcher import Dispatcher
 from jlse.scheduler.metrics import ClusterCollector, MetricsServer
 from jlse.settings import Settings
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def scrape(port: int) -> dict[tuple[str, tuple], float]:
-    """(sample name, sorted labels) -> value of every sample at 127.0.0.1:``port``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        text = answer.read().decode("utf-8")
-    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
 def wait_for_scrape(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> dict:

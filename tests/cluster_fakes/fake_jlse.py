@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
     (run_dir / f"fake-{node}.mainpid").write_text(str(os.getpid()))
     (run_dir / f"fake-{node}.child").write_text(str(child.pid))
     (run_dir / f"fake-{node}.ready").touch()
-    print(f"{node} ready (argv: {' '.join(argv)})", flush=True)
+    metrics = {name: value for name, value in os.environ.items() if name.startswith("JLSE_") and name.endswith("METRICS_PORT")}
+    print(f"{node} ready (argv: {' '.join(argv)}; metrics: {metrics})", flush=True)
     while True:
         time.sleep(0.2)
 
