@@ -69,6 +69,23 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED
 
 
+def cmd_discover(args: argparse.Namespace) -> int:
+    from jlse.discovery.run import run_discovery
+
+    overrides = command_overrides(args.set, {"max_pages": args.max_pages})
+    summary = run_discovery(args.topic, args.search, overrides, workdir=args.workdir,
+                            resume=args.resume, fresh=args.fresh,
+                            progress=False if args.no_progress else None, out=args.out,
+                            seeds_out=args.seeds_out, topic_out=args.topic_out,
+                            bootstrap_samples=args.bootstrap_samples)
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
+    if summary.reason != "interrupted":
+        return EXIT_OK
+    print(f"interrupted: what was found is saved; continue with\n  {_resume_command(args)}",
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def _resume_command(args: argparse.Namespace) -> str:
     """The command line that was run, with ``--resume`` (and without ``--fresh``)."""
     argv = [arg for arg in getattr(args, "argv", ["crawl", "..."]) if arg != "--fresh"]
@@ -207,20 +224,29 @@ def _export_output(path: str | None) -> Iterator[TextIO]:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from jlse.sandbox import SandboxServer, build_web
 
-    web = build_web(seed=args.seed, scale=args.scale)
+    web = build_web(seed=args.seed, scale=args.scale, discovery=args.discovery)
     if args.action == "truth":
-        web.write_truth(Path(args.out))
-        print(f"ground truth of {web.n_pages} pages written to {args.out}")
+        if args.sites:
+            web.write_site_truth(Path(args.out))
+            print(f"site truth of {len(web.site_truth())} sites written to {args.out}")
+        else:
+            web.write_truth(Path(args.out))
+            print(f"ground truth of {web.n_pages} pages written to {args.out}")
         return EXIT_OK
     if args.action == "topic":
         if args.name not in web.topics:
             print(f"error: unknown topic {args.name!r}; choose from {', '.join(web.topics)}",
                   file=sys.stderr)
             return EXIT_USAGE
-        path = web.write_topic_dir(args.name, Path(args.out))
+        path = web.write_topic_dir(args.name, Path(args.out), keywords_only=args.keywords_only)
         print(f"topic directory written to {path}")
         return EXIT_OK
-    server = SandboxServer(web, host=args.host, port=args.port, latency=args.latency)
+    return _serve_sandbox(SandboxServer(web, host=args.host, port=args.port,
+                                        latency=args.latency), args)
+
+
+def _serve_sandbox(server: Any, args: argparse.Namespace) -> int:
+    web = server.web
     try:
         server.start()
     except OSError as exc:  # port in use, or an address this machine does not have
@@ -228,7 +254,9 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
         raise UnavailableError(f"cannot serve on {args.host}:{args.port}: "
                                f"{exc.strerror or exc}{hint}") from exc
     print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages; "
-          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url}  (Ctrl+C stops)", flush=True)
+          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url}; its search engine "
+          f"(SearxNG JSON API): --search http://{args.host}:{server.port}  (Ctrl+C stops)",
+          flush=True)
     try:
         import threading
 
@@ -249,18 +277,45 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.discovery:
+        return _eval_discovery(args)
     from jlse.eval import run_eval
 
     topic_dirs = dict(pair.split("=", 1) for pair in args.topic_dir or [])
     report = run_eval(
-        topics=args.topics.split(","), strategies=args.strategies.split(","),
-        budget=args.budget, out_dir=Path(args.out), seed=args.seed,
+        topics=args.topics.split(","),
+        strategies=(args.strategies or "bfs,best-first,ata,jlse").split(","),
+        budget=2000 if args.budget is None else args.budget,
+        out_dir=Path(args.out or "runs/eval"), seed=args.seed,
         cf_sweep=[int(v) for v in args.cf_sweep.split(",")] if args.cf_sweep else None,
-        checkpoints=tuple(int(v) for v in args.checkpoints.split(",")),
+        checkpoints=tuple(int(v) for v in
+                          (args.checkpoints or "100,250,500,1000,1500,2000").split(",")),
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
         overrides=command_overrides(args.set, {}),
     )
+    print(report.render())
+    return EXIT_OK
+
+
+def _eval_discovery(args: argparse.Namespace) -> int:
+    from jlse.eval import EvalError
+    from jlse.eval_discovery import CHOOSERS, DEFAULT_BUDGET, run_discovery_eval
+
+    crawl_only = [flag for flag, value in (("--strategies", args.strategies),
+                                           ("--cf-sweep", args.cf_sweep),
+                                           ("--checkpoints", args.checkpoints),
+                                           ("--truth", args.truth), ("--proxy", args.proxy),
+                                           ("--topic-dir", args.topic_dir)) if value]
+    if crawl_only:
+        raise EvalError(f"{', '.join(crawl_only)}: not with --discovery (it runs on the sandbox "
+                        "web)")
+    report = run_discovery_eval(
+        topics=args.topics.split(","), budget=DEFAULT_BUDGET if args.budget is None
+        else args.budget, out_dir=Path(args.out or "runs/eval-discovery"), seed=args.seed,
+        choosers=args.choosers.split(",") if args.choosers else CHOOSERS,
+        alphas=[float(v) for v in args.alphas.split(",")], parallel=args.parallel,
+        repeats=args.repeats, keywords_only=args.keywords_only, overrides=command_overrides(args.set, {}))
     print(report.render())
     return EXIT_OK
 
@@ -300,6 +355,41 @@ def _add_crawl_parser(sub: Any) -> None:
     crawl.set_defaults(func=cmd_crawl)
 
 
+def _add_discover_parser(sub: Any) -> None:
+    discover = sub.add_parser(
+        "discover", help="find the websites of a topic through a search engine and the link "
+        "graph, ranked; write a seeds.txt for `jlse crawl`",
+        description="Domain discovery (docs/algorithms.md section 3): from the topic's samples "
+                    "or keywords, find pages with forward and backward crawling, keyword and "
+                    "related search (a SearxNG JSON API), rank them and their sites.")
+    discover.add_argument("--topic", required=True, type=Path, help="topic directory (samples "
+                          "and/or keywords; seeds.txt optional)")
+    discover.add_argument("--search", required=True, metavar="URL", help="a SearxNG instance "
+                          "with the JSON format on, e.g. http://127.0.0.1:8888")
+    discover.add_argument("--max-pages", type=int, help="pages to fetch (default: max_pages of "
+                          "topic.toml, else 1000); searches are not counted")
+    discover.add_argument("--out", type=Path, help="the ranked sites, JSON lines (the ranked "
+                          "pages go to OUT's name + .pages; default: WORKDIR/discovery/)")
+    discover.add_argument("--seeds-out", type=Path, help="a seeds.txt of the best sites")
+    discover.add_argument("--topic-out", type=Path, metavar="DIR",
+                          help="a new topic directory to crawl: the topic's settings and "
+                          "samples, its seeds and the discovered ones")
+    discover.add_argument("--bootstrap-samples", action="store_true",
+                          help="with --topic-out, a missing class of sample pages made up from "
+                          "the run: its best pages as relevant, pages the keywords' model "
+                          "judged irrelevant as irrelevant (a trained classifier for a "
+                          "keyword-only topic; see the README before using it)")
+    discover.add_argument("--workdir", type=Path, help="where discovery keeps its files "
+                          "(default: runs/<topic name>-discovery)")
+    discover.add_argument("--resume", action="store_true", help="continue the run in WORKDIR")
+    discover.add_argument("--fresh", action="store_true", help="delete WORKDIR's run first")
+    discover.add_argument("--set", action="append", metavar="KEY=VALUE",
+                          help="any setting (repeatable), e.g. discovery_chooser=random")
+    discover.add_argument("--no-progress", action="store_true", help="no progress bar")
+    discover.add_argument("--json", action="store_true", help="print the summary as JSON")
+    discover.set_defaults(func=cmd_discover)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="jlse", formatter_class=HelpFormatter,
                     description="A focused web crawler: it crawls the pages on one topic and "
@@ -315,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "INFO with -v); the crawl's own crawl.log always has INFO")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_crawl_parser(sub)
+    _add_discover_parser(sub)
 
     export = sub.add_parser(
         "export", help="export fetched pages with scores, and their text on request",
@@ -357,6 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--scale", type=float, default=1.0, help="pages per site, multiplied")
     sandbox.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     sandbox.add_argument("--out", default="sandbox-out", help="output path (truth/topic)")
+    sandbox.add_argument("--discovery", action="store_true", help="the discovery web: the "
+                         "sandbox plus a long tail of small sites the seeds barely link to")
+    sandbox.add_argument("--sites", action="store_true", help="truth: one line per site "
+                         "(its majority topic and share) instead of per page")
+    sandbox.add_argument("--keywords-only", action="store_true", help="topic: seeds.txt and "
+                         "topic.toml (keywords) without sample pages")
     sandbox.set_defaults(func=cmd_sandbox)
 
     train = sub.add_parser("train", help="fit the topic's classifiers, report CV accuracy, save them")
@@ -365,15 +462,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--folds", type=int, default=5, help="cross-validation folds")
     train.set_defaults(func=cmd_train)
 
-    evaluate = sub.add_parser("eval", help="compare strategies on a web with ground truth")
+    evaluate = sub.add_parser(
+        "eval", help="compare strategies (or, with --discovery, domain discovery's operator "
+        "choice and rankings) on a web with ground truth")
     evaluate.add_argument("--topics", default="phones,cameras,laptops", help="sandbox topics")
-    evaluate.add_argument("--strategies", default="bfs,best-first,ata,jlse",
-                          help="strategies to compare")
-    evaluate.add_argument("--budget", type=int, default=2000, help="pages per crawl")
-    evaluate.add_argument("--out", default="runs/eval", help="report and plots directory")
+    evaluate.add_argument("--strategies", help="strategies to compare (default: "
+                          "bfs,best-first,ata,jlse)")
+    evaluate.add_argument("--budget", type=int, help="pages per crawl (default: 2000; with "
+                          "--discovery 500 per discovery run)")
+    evaluate.add_argument("--out", help="report and plots directory (default: runs/eval; with "
+                          "--discovery runs/eval-discovery)")
     evaluate.add_argument("--seed", type=int, default=7, help="sandbox web seed")
-    evaluate.add_argument("--checkpoints", default="100,250,500,1000,1500,2000",
-                          help="page counts at which harvest and recall are measured")
+    evaluate.add_argument("--checkpoints", help="page counts at which harvest and recall are "
+                          "measured (default: 100,250,500,1000,1500,2000)")
     evaluate.add_argument("--cf-sweep", help="e.g. 50,100,150,200 (jlse only)")
     evaluate.add_argument("--truth", help="ground truth JSON lines of another web")
     evaluate.add_argument("--topic-dir", action="append", metavar="NAME=DIR",
@@ -381,6 +482,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--proxy", help="HTTP proxy reaching that web")
     evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                           help="a setting for every crawl of the evaluation (repeatable)")
+    discovery = evaluate.add_argument_group(
+        "domain discovery (docs/algorithms.md section 3.6)",
+        "--discovery: on the sandbox's discovery web, one `jlse discover` run per topic and "
+        "chooser; page and site harvest against pages fetched, P@10/20/50 and Mean/Median Rank "
+        "of the ranked sites (seed sites excluded), the UCB1 run's pages ranked by each "
+        "function and alpha; OUT/discovery-report.md. 6 choosers x 3 topics at 500 pages: "
+        "about 15-25 minutes on 2 cores")
+    discovery.add_argument("--discovery", action="store_true", help="evaluate domain discovery")
+    discovery.add_argument("--choosers", help="operator choosers (default: ucb1,forward,"
+                           "backward,keyword,related,random)")
+    discovery.add_argument("--alphas", default="0,0.2,0.5", help="PageRank weights of the "
+                           "ranking sweep")
+    discovery.add_argument("--parallel", type=int, default=1, help="discovery runs at once")
+    discovery.add_argument("--repeats", type=int, default=1, help="runs of each topic and "
+                           "chooser (runs vary with timing; the headline compares means)")
+    discovery.add_argument("--keywords-only", action="store_true", help="topic directories "
+                           "without sample pages (discovery from the keywords)")
     evaluate.set_defaults(func=cmd_eval)
 
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
@@ -409,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except KeyboardInterrupt:
-        hint = f"; continue with\n  {_resume_command(args)}" if args.command == "crawl" else ""
+        hint = f"; continue with\n  {_resume_command(args)}" \
+            if args.command in ("crawl", "discover") else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `jlse export | head`

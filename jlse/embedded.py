@@ -39,6 +39,9 @@ class EmbeddedCrawler:
         self.pool = pool  # default: threads in this process (see run_crawl for processes)
         self.model_version = model_version  # told to page processes with each task
         self.unfinished = 0  # pages in flight when the crawl ended: still queued
+        # None: wait for URLs whose host is not ready yet; a number: return "frontier waiting"
+        # when nothing is in flight and the next URL is further away (a discovery round)
+        self.idle_return: float | None = None
         self._next_low_at = 0.0  # monotonic time before which no "low" URL starts
         self._stopping = False
 
@@ -107,7 +110,10 @@ class EmbeddedCrawler:
             if not pool.in_flight():
                 if len(self.frontier) == 0:
                     return "frontier empty"
-                time.sleep(min(max(self.frontier.next_ready_in() or 0.0, 0.005), 0.2))
+                wait = self.frontier.next_ready_in() or 0.0
+                if self.idle_return is not None and wait > self.idle_return:
+                    return "frontier waiting"
+                time.sleep(min(max(wait, 0.005), 0.2))
                 continue
             self._write_all(pool.collect(timeout=0.2))
             for task in pool.take_lost():  # its page process died: fetch it again

@@ -287,11 +287,12 @@ def _wait_for_port(port: int, process: subprocess.Popen, timeout: float) -> None
 
 
 @contextmanager
-def sandbox_process(seed: int):
-    """Serve the sandbox web (``seed``) in a child process; yields its proxy URL."""
+def sandbox_process(seed: int, discovery: bool = False):
+    """Serve the sandbox web (``seed``; with ``discovery`` the discovery web, whose search API
+    answers on the same address) in a child process; yields its proxy URL."""
     port = _free_port()
     command = [sys.executable, "-m", "jlse.cli", "sandbox", "serve", "--port", str(port),
-               "--seed", str(seed)]
+               "--seed", str(seed)] + (["--discovery"] if discovery else [])
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                cwd=Path(__file__).resolve().parent.parent)
     try:

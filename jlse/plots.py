@@ -42,17 +42,22 @@ class Report(Protocol):
 
 
 def plot_curves(results: Sequence[Curves], metric: str, title: str,
-                out_path: Path) -> Path:
-    """One line per result of ``metric`` ("harvest" or "recall") against pages crawled."""
+                out_path: Path, ylabel: str | None = None,
+                ylim: tuple[float, float] | None = (0.0, 1.0)) -> Path:
+    """One line per result of ``metric`` (an attribute: "harvest", "recall"...) against pages
+    crawled; ``ylim`` None lets the axis fit the curves (counts rather than rates)."""
     figure, axes = plt.subplots(figsize=FIGURE_SIZE)
     try:
         for result in results:
             curve = getattr(result, metric)
             axes.plot(range(1, len(curve) + 1), curve, label=result.strategy, linewidth=1.4)
         axes.set_xlabel("pages crawled")
-        axes.set_ylabel("harvest rate" if metric == "harvest" else "target recall")
+        axes.set_ylabel(ylabel or ("harvest rate" if metric == "harvest" else "target recall"))
         axes.set_title(title)
-        axes.set_ylim(0.0, 1.0)
+        if ylim is not None:
+            axes.set_ylim(*ylim)
+        else:
+            axes.set_ylim(bottom=0.0)
         axes.grid(True, alpha=0.3)
         if results:
             axes.legend(loc="best", fontsize="small")

@@ -64,7 +64,7 @@ def run_crawl(
     holder = QTableHolder(_latest_qtable(workdir / "qtables") if resume else None)
     strategy = make_strategy(settings.strategy, settings, model, holder.get)
     store = open_store(store_url)
-    log_handler = _log_to_file(workdir / "crawl.log")
+    log_handler = log_to_file(workdir / "crawl.log")
     learner = crawler = None
     try:
         _log_start(topic, store_url, resume)
@@ -233,7 +233,7 @@ def _summarise(crawler: EmbeddedCrawler, store: CrawlStore, settings: Settings, 
     )
 
 
-def _log_to_file(path: Path) -> logging.Handler:
+def log_to_file(path: Path) -> logging.Handler:
     """Every outcome worth a line goes to the crawl's log file, not the terminal."""
     root = logging.getLogger()
     handler = logging.FileHandler(path, encoding="utf-8")

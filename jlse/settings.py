@@ -21,6 +21,8 @@ DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused c
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
 WARC_MODES = ("off", "also", "only")
+DISCOVERY_OPERATORS = ("forward", "backward", "keyword", "related")  # docs/algorithms.md §3
+DISCOVERY_CHOOSERS = ("ucb1", "random", *DISCOVERY_OPERATORS)  # an operator: that one always
 
 class SettingsError(ValueError):
     """A setting is unknown, has the wrong type or an impossible value."""
@@ -116,6 +118,14 @@ class Settings:
     # --- context-graph crawler (cfc; embedded mode) ---
     cfc_layers: int = 3  # context layers above the targets' layer 0 (then "other")
     cfc_page_log: int = 20_000  # pages kept (a uniform sample) to learn the layers from
+    # --- domain discovery (jlse discover; docs/algorithms.md §3) ---
+    discovery_chooser: str = "ucb1"  # ucb1 | random | one operator: forward, backward, ...
+    discovery_top_k: int = 10  # top pages that seed the next round's operator
+    discovery_round_pages: int = 50  # pages fetched per round at most
+    discovery_alpha: float = 0.2  # weight of PageRank's position in the combined ranking
+    discovery_seed_sites: int = 20  # sites `--seeds-out` writes (best first)
+    search_rate: float = 1.0  # search requests per second at most
+    search_retries: int = 2  # more tries of a search answering 5xx or unreachable
     # --- topic description (topic.toml) ---
     name: str = ""
     keywords: list[str] = field(default_factory=list)
@@ -160,6 +170,7 @@ class Settings:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
         if self.warc not in WARC_MODES:
             raise SettingsError(f"warc: one of {', '.join(WARC_MODES)}, got {self.warc!r}")
+        self._validate_discovery()
         for key in ("warc_max_bytes", "sitemap_max_urls", "sitemap_max_files"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
@@ -174,6 +185,18 @@ class Settings:
         if min(self.link_search_postings) < 1 or self.link_search_rescore < 1:
             raise SettingsError("link_search_postings / link_search_rescore: must be at least 1")
         return self
+
+    def _validate_discovery(self) -> None:
+        if self.discovery_chooser not in DISCOVERY_CHOOSERS:
+            raise SettingsError(f"discovery_chooser: one of {', '.join(DISCOVERY_CHOOSERS)}, "
+                                f"got {self.discovery_chooser!r}")
+        for key in ("discovery_top_k", "discovery_round_pages", "discovery_seed_sites"):
+            if getattr(self, key) < 1:
+                raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
+        if not 0.0 <= self.discovery_alpha <= 1.0:
+            raise SettingsError(f"discovery_alpha: must lie in [0, 1], got {self.discovery_alpha}")
+        if self.search_rate <= 0 or self.search_retries < 0:
+            raise SettingsError("search_rate: must be positive; search_retries: not negative")
 
     def replace(self, **changes: Any) -> Settings:
         return apply_overrides(self, changes, source="override")

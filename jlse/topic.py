@@ -11,6 +11,7 @@ samples/anchors.tsv          label<TAB>anchor text, label in {relevant, irreleva
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +32,7 @@ SAMPLE_KINDS = ("relevant", "irrelevant", "target", "nontarget")
 SAMPLE_SUFFIXES = (".html", ".htm", ".xhtml")
 MODEL_DIR = "model"  # saved model files (jlse train) inside the topic directory
 PAGE_CV_KEYS = {"page_nb": "nb", "page_kde_nb": "kde-nb", "vsm": "vsm"}  # model source -> CV key
+BOOTSTRAP_FILE = "bootstrap.json"  # in samples/: written by jlse discover --topic-out
 CHANCE_MARGIN = 0.05  # a page classifier within this of the majority class's share is "at chance"
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
@@ -54,7 +56,10 @@ class Topic:
         return bool(s.relevant or s.irrelevant or s.target or s.nontarget or s.anchors or s.keywords)
 
 
-def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None) -> Topic:
+def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None,
+               require_seeds: bool = True) -> Topic:
+    """The topic directory at ``path``; without ``require_seeds`` (discovery from keywords) a
+    missing seeds.txt gives no seeds."""
     path = Path(path)
     if not path.is_dir():
         raise TopicError(f"{path}: topic directory not found")
@@ -65,7 +70,8 @@ def load_topic(path: Path | str, cli_overrides: dict[str, Any] | None = None) ->
                                 f"of {', '.join(available_strategies())}")
     except SettingsError as exc:
         raise TopicError(str(exc)) from None
-    seeds = read_seeds(path / "seeds.txt")
+    seeds_file = path / "seeds.txt"
+    seeds = read_seeds(seeds_file) if require_seeds or seeds_file.exists() else []
     too_long = [url for url in seeds if len(url) > settings.max_url_length]
     if too_long:
         raise TopicError(f"seed longer than max_url_length ({settings.max_url_length}): "
@@ -186,7 +192,8 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
         return None
     saved = saved_topic_model(topic)
     if saved is not None:
-        topic.model_origin = f"loaded from {topic.path / MODEL_DIR} (jlse train)"
+        topic.model_origin = (f"loaded from {topic.path / MODEL_DIR} (jlse train): "
+                              f"{relevance_reason(topic, saved.sources_['relevance'])}")
         return saved
     model = TopicModel(
         relevance_threshold=topic.settings.relevance_threshold,
@@ -198,9 +205,8 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
     except ValueError as exc:
         raise TopicError(f"{topic.path / 'samples'}: cannot train the topic model: {exc}") from None
     samples = topic.samples
-    topic.model_origin = (f"trained on the fly ({model.page_classifier}) from "
-                          f"{len(samples.relevant)} relevant and {len(samples.irrelevant)} "
-                          f"irrelevant sample pages, {len(samples.keywords)} keywords")
+    topic.model_origin = (f"fitted on the fly: "
+                          f"{relevance_reason(topic, model.sources_['relevance'])}")
     if samples.relevant and samples.irrelevant:
         warn_if_at_chance(topic, model.cross_validate(samples)["relevance"], "the model trained "
                           "on the fly")
@@ -248,6 +254,42 @@ def saved_topic_model(topic: Topic) -> TopicModel | None:
         warn_if_at_chance(topic, cv_page["accuracy"], f"the saved model in {directory}")
     return model
 
+
+def read_bootstrap(topic_dir: Path) -> dict | None:
+    """What ``jlse discover --topic-out`` bootstrapped in ``topic_dir`` (None: nothing)."""
+    try:
+        return json.loads((Path(topic_dir) / "samples" / BOOTSTRAP_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def relevance_reason(topic: Topic, source: str) -> str:
+    """Why the topic's pages are judged by the model ``source`` (TopicModel.sources_)."""
+    samples = topic.samples
+    if source in ("page_nb", "page_kde_nb"):
+        kind = "multinomial NB" if source == "page_nb" else "kernel-density NB"
+        why = (f"{kind} trained on {len(samples.relevant)} relevant and "
+               f"{len(samples.irrelevant)} irrelevant sample pages")
+        bootstrap = read_bootstrap(topic.path)
+        if bootstrap:
+            origins = "; ".join(f"{kind}: {bootstrap[kind]['from']}"
+                                for kind in ("relevant", "irrelevant") if kind in bootstrap)
+            why += f" (bootstrapped by jlse discover - {origins})"
+        return why
+    if source == "vsm" and not (samples.relevant and samples.irrelevant):
+        return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
+                "(docs/algorithms.md §4): a keyword-only topic has no sample pages to train a "
+                "classifier on. To train one, bootstrap samples: jlse discover --topic DIR "
+                "--search URL --topic-out NEW_DIR")
+    if source == "vsm":
+        return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
+                f"(page_classifier = vsm), idf from the {len(samples.relevant) + len(samples.irrelevant)} "
+                "sample pages")
+    if source == "keywords":
+        return "keyword overlap: the VSM found no usable keyword"
+    if source == "anchor_nb":
+        return "NB over the labelled anchor texts: no sample pages nor keywords"
+    return source
 
 
 def _stale_reason(model: TopicModel, topic: Topic) -> str:

@@ -25,7 +25,14 @@ from jlse.models.persist import read_model_header, save_topic_model
 from jlse.models.result_page import ResultPageClassifier
 from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
 from jlse.models.vsm import PositionVSM
-from jlse.topic import MODEL_DIR, PAGE_CV_KEYS, TopicError, load_topic, warn_if_at_chance
+from jlse.topic import (
+    MODEL_DIR,
+    PAGE_CV_KEYS,
+    TopicError,
+    load_topic,
+    relevance_reason,
+    warn_if_at_chance,
+)
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,7 @@ class TrainReport:
     model_version: int
     sources: dict[str, str]
     rows: list[CVRow]
+    reason: str = ""  # why the page classifier is the one it is (topic.relevance_reason)
 
     def accuracy(self, key: str) -> float:
         """Mean CV accuracy of the classifier ``key`` (nan when it was not cross-validated)."""
@@ -71,12 +79,14 @@ class TrainReport:
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "page_classifier": self.page_classifier,
                 "model_dir": str(self.model_dir), "model_version": self.model_version,
-                "sources": dict(self.sources), "cv": {row.key: row.to_dict() for row in self.rows}}
+                "sources": dict(self.sources), "reason": self.reason, "cv": {row.key: row.to_dict() for row in self.rows}}
 
     def render(self) -> str:
         """A table: classifier, CV accuracy ± std, n samples; ``*`` marks the page classifier."""
         lines = [f"topic {self.topic}: model version {self.model_version} saved in {self.model_dir}",
-                 f"page classifier {self.page_classifier} (relevance from {self.sources.get('relevance')})",
+                 f"relevance model {self.sources.get('relevance')} (setting page_classifier = "
+                 f"{self.page_classifier})",
+                 f"  why: {self.reason}" if self.reason else "",
                  "",
                  f"  {'classifier':<28} {'data':<14} {'CV accuracy':>15} {'n':>6}"]
         chosen = PAGE_CV_KEYS.get(self.sources.get("relevance", ""), "")
@@ -86,6 +96,9 @@ class TrainReport:
             lines.append(f"{mark} {row.classifier:<28} {row.data:<14} {accuracy:>15} {row.n_samples:>6}")
         if any(not row.fold_scores for row in self.rows):
             lines.append("n/a: fewer than 2 samples of a class")
+        if not any(row.fold_scores for row in self.rows if row.data == "pages"):
+            lines.append("no page classifier could be cross-validated: the topic has no "
+                         "labelled sample pages")
         return "\n".join(lines)
 
 
@@ -108,7 +121,8 @@ def train_topic(topic_dir: Path, out_dir: Path | None = None, folds: int = 5) ->
         raise TopicError(f"{topic.path / 'samples'}: cannot train the topic model: {exc}") from None
     rows = cross_validate_all(topic.samples, folds, anchor_floor=settings.anchor_floor)
     report = TrainReport(topic=topic.name, page_classifier=settings.page_classifier, model_dir=out_dir,
-                         model_version=0, sources=dict(model.sources_), rows=rows)
+                         model_version=0, sources=dict(model.sources_), rows=rows,
+                         reason=relevance_reason(topic, model.sources_["relevance"]))
     save_topic_model(model, out_dir, cv_report=report.to_dict()["cv"])
     report.model_version = int(read_model_header(out_dir)["model_version"])
     chosen = PAGE_CV_KEYS.get(report.sources.get("relevance", ""), "")

@@ -5,7 +5,9 @@
 - relevance (``page_classifier``): ``"nb"`` multinomial NB or ``"kde-nb"`` kernel-density NB
   (:mod:`models.kde_nb`) on relevant/irrelevant pages; ``"vsm"`` the position-weighted VSM of
   the keywords (:mod:`models.vsm`; idf learnt from the sample pages when there are any). Without
-  what the choice needs: the keyword overlap of :class:`KeywordOverlap`; without keywords, a
+  page samples of both kinds (a keyword-only topic): the VSM of the keywords whatever the
+  choice (docs/algorithms.md §4: the model the paper gives keyword queries); when no keyword
+  is usable by it, the keyword overlap of :class:`KeywordOverlap`; without keywords, a
   (tempered) NB over the labelled anchors.
 - target pages: the RBF SVM on target/nontarget page stats; without both, :class:`TargetRule`.
 - anchor similarity: GTSAT's NB over the labelled anchors; without both labels, the relevance
@@ -217,6 +219,9 @@ class TopicModel:
             return "page_nb", NaiveBayesTextClassifier().fit(texts, labels)
         if samples.relevant or samples.irrelevant:
             logger.warning("topic: page samples of one class only; not enough for the page classifier")
+        vsm = PositionVSM(samples.keywords)
+        if vsm.usable:  # a keyword-only topic: the position-weighted VSM whatever the choice
+            return "vsm", vsm
         keywords = KeywordOverlap(samples.keywords)
         if keywords.usable:
             return "keywords", keywords

@@ -82,6 +82,8 @@ class CrawlEngine:
         self.pipeline = pipeline
         self.traps = traps
         self.on_targets = on_targets  # told the ResultTable size when it grows (learning)
+        # told each result once it is written, with its word (discovery collects its pages)
+        self.on_written: Callable[[PageResult, str], None] | None = None
         # URL -> highest priority it was written with. The store keeps a known URL's row and
         # the frontier only raises a queued URL's priority, so writing it again with no higher
         # priority changes nothing: site menus repeat on every page, and most out-links skip
@@ -147,6 +149,8 @@ class CrawlEngine:
         fetch = result.fetch
         observe_result(word, fetch and fetch.outcome.value, fetch.elapsed if fetch else 0.0,
                        bool(deltas.get("relevant")))
+        if self.on_written is not None:
+            self.on_written(result, word)
         return word
 
     def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:

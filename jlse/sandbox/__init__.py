@@ -28,9 +28,16 @@ What it contains (scale 1: 30 sites, ~6,000 HTML pages; ``scale`` multiplies pag
 Ground truth: ``web.truth(url)`` gives every page's topic, whether it is a target (detail) page,
 its language and whether robots.txt lets ``jlse`` crawl it; ``web.write_topic_dir(topic, dir)``
 writes a ready-to-crawl topic directory (seeds, keywords, sample pages never served by the web).
+
+Domain discovery: ``build_web(seed, scale, discovery=True)`` adds a long tail of ~170 small
+sites (``longtail``) that the seeds barely link to; ``web.site_truth()`` and
+``web.is_relevant_site(host, topic)`` say what each site is about. ``search.test``, and the
+server's own address (``http://127.0.0.1:PORT/search``), answer SearxNG JSON API searches
+over any sandbox web (``search``): words, ``link:URL``, ``related:URL``, and fault modes.
 """
 
 from jlse.sandbox.server import RequestLogEntry, SandboxServer
-from jlse.sandbox.web import PageTruth, SandboxWeb, build_web
+from jlse.sandbox.web import PageTruth, SandboxWeb, SiteTruth, build_web
 
-__all__ = ["PageTruth", "RequestLogEntry", "SandboxServer", "SandboxWeb", "build_web"]
+__all__ = ["PageTruth", "RequestLogEntry", "SandboxServer", "SandboxWeb", "SiteTruth",
+           "build_web"]

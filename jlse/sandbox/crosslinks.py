@@ -13,13 +13,17 @@ from jlse.sandbox.generator import SitePlan, WebPlan
 
 
 def partners(web: WebPlan, plan: SitePlan) -> list[tuple[str, str]]:
-    """(home URL, name) of the other non-hidden sites of the same topic."""
-    return [(other.url("/"), other.spec.name)
-            for other in web.of_topic(plan.spec.topic, include_hidden=False) if other is not plan]
+    """(home URL, name) of the other non-hidden sites of the same topic (none for long-tail
+    sites), then of the sites ``web.extra_links`` gives this one."""
+    own = [] if plan.spec.longtail else web.of_topic(plan.spec.topic, include_hidden=False)
+    others = [web.by_host[host] for host in web.extra_links.get(plan.host, ())]
+    return [(other.url("/"), other.spec.name) for other in own + others if other is not plan]
 
 
 def portals(web: WebPlan, plan: SitePlan) -> list[tuple[str, str]]:
-    """Two hub home pages, fixed per site."""
+    """Two hub home pages, fixed per site; none for long-tail sites."""
+    if plan.spec.longtail:
+        return []
     hubs = [hub for hub in web.hubs if hub is not plan]
     start = web.sites.index(plan)
     chosen = [hubs[start % len(hubs)], hubs[(start + 2) % len(hubs)]]

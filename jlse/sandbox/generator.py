@@ -7,7 +7,7 @@ A ``SitePlan`` holds a site's categories, items (details or hub articles) and it
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from jlse.sandbox import urls
 from jlse.sandbox.sites import SITES, SiteSpec
@@ -61,6 +61,7 @@ class SitePlan:
     items: dict[int, Item] = field(default_factory=dict)
     by_category: list[list[int]] = field(default_factory=list)
     pages: dict[str, PageSpec] = field(default_factory=dict)
+    category_topics: list[str] = field(default_factory=list)  # mixed sites: each category's topic
 
     @property
     def host(self) -> str:
@@ -86,6 +87,26 @@ class SitePlan:
     def n_list_pages(self, category: int) -> int:
         return max(1, -(-len(self.by_category[category]) // LIST_PAGE_SIZE))
 
+    def _category_of(self, page: PageSpec) -> int | None:
+        if page.kind == "list":
+            return page.key
+        if page.kind in ("detail", "print"):
+            return self.items[page.key].category
+        return None
+
+    def page_topic(self, page: PageSpec) -> str:
+        """The topic of one page: its category's topic on mixed sites, else the site's."""
+        category = self._category_of(page) if self.category_topics else None
+        return self.spec.topic if category is None else self.category_topics[category]
+
+    def for_page(self, page: PageSpec) -> SitePlan:
+        """The plan a page is rendered with: on a mixed site, a minority-topic page speaks its
+        own topic (a shallow copy with that topic's words); otherwise the plan itself."""
+        topic = self.page_topic(page)
+        if topic == self.spec.topic:
+            return self
+        return replace(self, words=self.language.topics[topic])
+
 
 @dataclass
 class WebPlan:
@@ -93,10 +114,14 @@ class WebPlan:
     scale: float
     sites: list[SitePlan]
     by_host: dict[str, SitePlan]
+    # host -> hosts whose home pages its footer links to besides its usual partners (the
+    # discovery layout's links into and within the long tail; empty in the default web)
+    extra_links: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def of_topic(self, topic: str, include_hidden: bool = True) -> list[SitePlan]:
-        return [p for p in self.sites
-                if p.spec.topic == topic and (include_hidden or not p.spec.hidden)]
+        """The sites of ``topic``, long-tail sites excepted (they are linked from nowhere else)."""
+        return [p for p in self.sites if p.spec.topic == topic and not p.spec.longtail
+                and (include_hidden or not p.spec.hidden)]
 
     @property
     def hubs(self) -> list[SitePlan]:
@@ -104,7 +129,7 @@ class WebPlan:
 
     @property
     def distractors(self) -> list[SitePlan]:
-        return [p for p in self.sites if p.spec.kind == "distractor"]
+        return [p for p in self.sites if p.spec.kind == "distractor" and not p.spec.longtail]
 
 
 def _categories(spec: SiteSpec, language: Language, words: TopicWords,
@@ -136,7 +161,8 @@ def _add_items(plan: SitePlan, scale: float, rng: random.Random) -> None:
         plan.by_category.append(ids)
 
 
-def _add_pages(plan: SitePlan) -> None:
+def add_pages(plan: SitePlan) -> None:
+    """Fill ``plan.pages`` from its categories and items."""
     style = plan.spec.url_style
     pages = [PageSpec("home", urls.home_path())]
     for index, (slug, _label) in enumerate(plan.categories):
@@ -161,7 +187,7 @@ def plan_site(spec: SiteSpec, seed: int, scale: float) -> SitePlan:
     words = language.topics[NEWS if spec.kind == "hub" else spec.topic]
     plan = SitePlan(spec, language, words, _categories(spec, language, words, rng))
     _add_items(plan, scale, rng)
-    _add_pages(plan)
+    add_pages(plan)
     return plan
 
 

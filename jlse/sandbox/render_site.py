@@ -181,6 +181,7 @@ def render_print(web: WebPlan, plan: SitePlan, page: PageSpec, head_meta: str) -
 
 def render_site_page(web: WebPlan, plan: SitePlan, page: PageSpec, head_meta: str) -> str:
     """The HTML text of one page of a topical or distractor site."""
+    plan = plan.for_page(page)
     if page.kind == "print":
         return render_print(web, plan, page, head_meta)
     rng = random.Random(f"{web.seed}|page|{plan.host}|{page.path}")

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from jlse.sandbox import search
 from jlse.sandbox.response import Response, ServerState, plain
 from jlse.sandbox.web import SandboxWeb
 
@@ -199,6 +200,8 @@ class SandboxServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={
             "poll_interval": 0.2}, name="sandbox-server", daemon=True)
         self._thread.start()
+        if self.web.discovery:  # a discovery web is there to be searched: index it now
+            self.web.search_engine.warm_up()
         log.info("sandbox web serving on %s", self.proxy_url)
 
     def stop(self) -> None:
@@ -254,6 +257,10 @@ class SandboxServer:
         if self._httpd is not None:
             with self._httpd.log_lock:
                 self._httpd.log.clear()
+
+    def search_log(self) -> list[RequestLogEntry]:
+        """The logged requests the search engine answered (``search.test`` or direct ones)."""
+        return [entry for entry in self.log if search.serves(entry.host)]
 
     def request_count(self, host: str | None = None) -> int:
         entries = self.log

@@ -22,6 +22,8 @@ class SiteSpec:
     small: bool = False  # a fixed handful of pages, whatever the scale
     features: frozenset[str] = frozenset()  # traps, redirects and faults linked from its pages
     hub_kind: str = ""  # hubs only: "portal" or "directory"
+    longtail: bool = False  # discovery layout only: a small site the seeds barely link to
+    mix_topic: str = ""  # long-tail sites only: a minority topic some of its pages are about
 
     @property
     def crawlable(self) -> bool:

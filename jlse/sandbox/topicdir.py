@@ -112,8 +112,9 @@ def _write_anchors(path: Path, rows: list[tuple[str, str]], rng: random.Random, 
 
 
 def write_topic_dir(web: SandboxPages, build_web: Callable[..., SandboxPages], topic: str,
-                    out_dir: Path, n_samples: int = 20) -> Path:
-    """Seeds, topic.toml and n_samples sample pages of each kind, plus anchors.tsv.
+                    out_dir: Path, n_samples: int = 20, keywords_only: bool = False) -> Path:
+    """Seeds, topic.toml and n_samples sample pages of each kind, plus anchors.tsv; with
+    ``keywords_only`` seeds and topic.toml only.
 
     ``build_web(seed=, scale=)`` builds the shadow web the samples come from."""
     if topic not in web.topics:
@@ -123,6 +124,9 @@ def write_topic_dir(web: SandboxPages, build_web: Callable[..., SandboxPages], t
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "seeds.txt").write_text("\n".join(_seeds(web, topic)) + "\n", encoding="utf-8")
     (out_dir / "topic.toml").write_text(_topic_toml(topic), encoding="utf-8")
+    if keywords_only:
+        log.info("sandbox: wrote topic directory %s for %s (keywords only)", out_dir, topic)
+        return out_dir
 
     shadow = build_web(seed=web.seed * 7919 + SHADOW_SEED_SALT, scale=1.0)
     rng = random.Random(f"{web.seed}|samples|{topic}")

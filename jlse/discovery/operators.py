@@ -1,0 +1,159 @@
+"""The four discovery operators (docs/algorithms.md §3): each turns the current top pages into
+URLs to fetch.
+
+* ``forward``: the out-links of the top pages.
+* ``backward``: the pages linking to the top pages (``link:`` search, and the in-links the crawl
+  database already holds), then their out-links.
+* ``keyword``: search queries from the topic's keywords and the titles, meta descriptions and
+  meta keywords of the samples and of the top pages.
+* ``related``: ``related:`` search for the top pages.
+
+A search that fails is logged and gives nothing; the bandit then learns the operator is poor.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from jlse.discovery.fetching import Page
+from jlse.discovery.search import SearchClient, SearchError
+from jlse.settings import DISCOVERY_OPERATORS
+
+log = logging.getLogger(__name__)
+
+OPERATORS = DISCOVERY_OPERATORS
+QUERY_WORDS = 8  # a title or description becomes a query of at most this many words
+SEARCHES_PER_ROUND = 5  # link:/related: searches, or keyword queries, per round
+
+
+@dataclass
+class Plan:
+    """What an operator proposes: URLs to fetch, and whether to fetch their out-links next."""
+
+    urls: list[str]
+    expand: bool = False
+
+
+@dataclass
+class OperatorMemory:
+    """What the operators used before (saved with the discovery state for ``--resume``)."""
+
+    queries: dict[str, int] = field(default_factory=dict)  # query -> next page (0: no more)
+    searched: dict[str, list[str]] = field(default_factory=dict)  # "link:"/"related:" -> URLs
+    warned: list[str] = field(default_factory=list)  # search problems already shown
+
+    def to_dict(self) -> dict:
+        return {"queries": self.queries, "searched": self.searched, "warned": self.warned}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> OperatorMemory:
+        return cls(dict(data.get("queries", {})), {key: list(value) for key, value in
+                                                   data.get("searched", {}).items()},
+                   list(data.get("warned", [])))
+
+
+class Operators:
+    """The operators of one discovery run."""
+
+    def __init__(self, search: SearchClient | None, memory: OperatorMemory,
+                 topic_queries: list[str], in_links: Callable[[str], list[str]]) -> None:
+        self.search = search
+        self.memory = memory
+        self.topic_queries = topic_queries  # from keywords and samples, best first
+        self.in_links = in_links  # URL -> pages of the crawl database linking to it
+
+    def plan(self, operator: str, top: list[Page], limit: int) -> Plan:
+        make = {"forward": self.forward, "backward": self.backward, "keyword": self.keyword,
+                "related": self.related}[operator]
+        return make(top, limit)
+
+    def forward(self, top: list[Page], limit: int) -> Plan:
+        return Plan(_first(limit, (url for page in top for url in page.links)))
+
+    def backward(self, top: list[Page], limit: int) -> Plan:
+        urls: list[str] = []
+        for page in self._unsearched("link:", top):
+            urls += self.in_links(page.url)
+            urls += [result for result in self._search(f"link:{page.url}")]
+        return Plan(_first(limit, urls), expand=True)
+
+    def keyword(self, top: list[Page], limit: int) -> Plan:
+        urls: list[str] = []
+        for query in self._next_queries(top):
+            page = self.memory.queries.get(query, 1)
+            found = self._search(query, page)
+            self.memory.queries[query] = page + 1 if found else 0  # 0: no more results
+            urls += found
+        return Plan(_first(limit, urls))
+
+    def related(self, top: list[Page], limit: int) -> Plan:
+        urls = [url for page in self._unsearched("related:", top)
+                for url in self._search(f"related:{page.url}")]
+        return Plan(_first(limit, urls))
+
+    # --- helpers -------------------------------------------------------------------------
+    def _unsearched(self, form: str, top: list[Page]) -> list[Page]:
+        done = self.memory.searched.setdefault(form, [])
+        fresh = [page for page in top if page.url not in done][:SEARCHES_PER_ROUND]
+        done += [page.url for page in fresh]
+        return fresh
+
+    def _next_queries(self, top: list[Page]) -> list[str]:
+        """Queries never sent first (the topic's, then the top pages' titles and meta); then
+        the next result page of queries sent before that still had results."""
+        candidates = self.topic_queries + [query for page in top for query in page_queries(page)]
+        fresh = [query for query in dict.fromkeys(candidates) if query not in self.memory.queries]
+        again = sorted((query for query, page in self.memory.queries.items() if page > 0),
+                       key=self.memory.queries.__getitem__)
+        return (fresh + again)[:SEARCHES_PER_ROUND]
+
+    def _search(self, query: str, page: int = 1) -> list[str]:
+        if self.search is None:
+            return []
+        try:
+            return [result.url for result in self.search.search(query, page)]
+        except SearchError as exc:
+            self._warn_once(exc)
+            return []
+
+    def _warn_once(self, exc: SearchError) -> None:
+        kind = re.sub(r"search '.*?': ", "", str(exc))
+        if kind in self.memory.warned:
+            log.info("%s", exc)
+            return
+        self.memory.warned.append(kind)
+        log.warning("search failed: %s; discovery goes on with what still works", exc)
+
+
+def page_queries(page: Page) -> list[str]:
+    """Search queries from a page's title, meta description and meta keywords."""
+    return [query for query in (_query(page.title), _query(page.keywords.replace(",", " ")),
+                                _query(page.description)) if query]
+
+
+def topic_queries(keywords: Iterable[str], name: str, sample_pages: Iterable[Page]) -> list[str]:
+    """The topic's own queries: each keyword, each keyword with the topic's name (the paper:
+    a keyword alone carries too little context), then the samples' titles and meta."""
+    keywords = [" ".join(word.split()) for word in keywords if word.strip()]
+    name = " ".join(name.replace("-", " ").replace("_", " ").split())
+    queries = list(keywords)
+    queries += [f"{name} {word}" for word in keywords if name and name.lower() not in word.lower()]
+    queries += [query for page in sample_pages for query in page_queries(page)]
+    return list(dict.fromkeys(queries))
+
+
+def _query(text: str) -> str:
+    return " ".join(text.split()[:QUERY_WORDS])
+
+
+def _first(limit: int, urls: Iterable[str]) -> list[str]:
+    """The first ``limit`` distinct URLs."""
+    seen: list[str] = []
+    for url in dict.fromkeys(urls):
+        if len(seen) >= limit:
+            break
+        seen.append(url)
+    return seen

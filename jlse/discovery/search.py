@@ -1,0 +1,146 @@
+"""A client of the SearxNG JSON API: ``GET {base}/search?q=QUERY&format=json&pageno=N``.
+
+SearxNG is the self-hostable metasearch engine people run in front of Bing, Google or
+DuckDuckGo; its answer is ``{"results": [{"url", "title", "content"}, ...]}``. Backlink and
+related-page searches are the queries ``link:URL`` and ``related:URL``: an engine that does not
+support a form answers nothing for it.
+
+The search URL is trusted configuration (the crawl's address guard does not apply to it, so a
+SearxNG on localhost works) and is reached directly, never through the crawl's proxy. Requests
+are rate-limited, retried on 5xx and connection errors, and cached per query for the run; they
+are never counted as crawled pages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import requests
+
+log = logging.getLogger(__name__)
+
+MAX_RESULTS_BYTES = 2 * 1024 * 1024  # one answer page; more is not a search result page
+
+
+class SearchError(RuntimeError):
+    """The search endpoint gave no usable answer (after retries)."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    url: str
+    title: str = ""
+    content: str = ""
+
+
+def search_endpoint(base_url: str) -> str:
+    """``{base}/search`` of a search URL; a ValueError with a clear message when it is not an
+    http(s) URL. A URL already ending in ``/search`` is taken as it is."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--search {base_url!r}: not an http(s) URL (a SearxNG instance, e.g. "
+                         "http://127.0.0.1:8888)")
+    base = base_url.strip().split("?", 1)[0].rstrip("/")
+    return base if base.endswith("/search") else base + "/search"
+
+
+class SearchClient:
+    """Queries one SearxNG endpoint; thread-safe."""
+
+    def __init__(self, base_url: str, *, rate: float = 1.0, retries: int = 2,
+                 timeout: float = 10.0, user_agent: str = "jlse",
+                 cache: dict[str, list[dict]] | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = search_endpoint(base_url)
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.retries = retries
+        self.timeout = timeout
+        self.cache = cache if cache is not None else {}  # "page|query" -> results (JSON rows)
+        self.requests = self.failures = 0
+        self._sleep, self._clock = sleep, clock
+        self._next_at = 0.0
+        self._lock = threading.Lock()
+        self._session = requests.Session()
+        self._session.trust_env = False  # never through the crawl's (or the shell's) proxy
+        self._session.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
+
+    def search(self, query: str, page: int = 1) -> list[SearchResult]:
+        """The results of one query page; cached. Raises SearchError when the endpoint gives
+        no usable answer after ``retries`` more tries."""
+        key = f"{page}|{query}"
+        if key not in self.cache:
+            self.cache[key] = self._fetch(query, page)
+        return [SearchResult(row["url"], row.get("title", ""), row.get("content", ""))
+                for row in self.cache[key]]
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _fetch(self, query: str, page: int) -> list[dict]:
+        problem = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self._sleep(min(2.0 ** attempt, 10.0))
+            try:
+                return self._request(query, page)
+            except _Retryable as exc:
+                problem = str(exc)
+        self.failures += 1
+        raise SearchError(f"search {query!r}: {problem} ({self.retries + 1} tries)")
+
+    def _request(self, query: str, page: int) -> list[dict]:
+        self._wait_turn()
+        self.requests += 1
+        params = {"q": query, "format": "json", "pageno": str(page)}
+        try:
+            answer = self._session.get(self.endpoint, params=params, timeout=self.timeout,
+                                       stream=True)
+        except requests.RequestException as exc:
+            raise _Retryable(f"{self.endpoint} unreachable: {type(exc).__name__}") from None
+        with answer:
+            if answer.status_code >= 500:
+                raise _Retryable(f"{self.endpoint} answered HTTP {answer.status_code}")
+            if answer.status_code != 200:
+                self.failures += 1
+                raise SearchError(f"{self.endpoint} answered HTTP {answer.status_code} "
+                                  "(is it a SearxNG with the JSON format enabled?)")
+            body = answer.raw.read(MAX_RESULTS_BYTES + 1, decode_content=True)
+        return _results(body, self.endpoint)
+
+    def _wait_turn(self) -> None:
+        """The rate limit: one request per ``interval`` seconds across threads."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next_at)
+            self._next_at = start + self.interval
+        if start > now:
+            self._sleep(start - now)
+
+
+class _Retryable(Exception):
+    pass
+
+
+def _results(body: bytes, endpoint: str) -> list[dict]:
+    """The result rows of a SearxNG JSON answer; SearchError when it is not one."""
+    if len(body) > MAX_RESULTS_BYTES:
+        raise SearchError(f"{endpoint}: answer larger than {MAX_RESULTS_BYTES} bytes")
+    try:
+        data = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        start = body[:60].decode("utf-8", "replace").strip()
+        raise SearchError(f"{endpoint}: the answer is not JSON (starts {start!r}); enable the "
+                          "json format in SearxNG's settings.yml (search: formats)") from None
+    rows = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise SearchError(f"{endpoint}: JSON without a results list")
+    return [{"url": row["url"], "title": str(row.get("title") or ""),
+             "content": str(row.get("content") or "")}
+            for row in rows if isinstance(row, dict) and isinstance(row.get("url"), str)]
