@@ -79,6 +79,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
                             seeds_out=args.seeds_out, topic_out=args.topic_out,
                             bootstrap_samples=args.bootstrap_samples)
     print(json.dumps(summary.to_dict(), indent=2) if args.json else summary.render())
+    if summary.reason != "interrupted" and summary.pages == 0:
+        print(f"error: discovery found no page: {summary.search_failures} searches failed "
+              f"({summary.searches} requests) and no seed could be fetched (see "
+              f"{Path(summary.workdir) / 'discover.log'})", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if summary.reason != "interrupted":
         return EXIT_OK
     print(f"interrupted: what was found is saved; continue with\n  {_resume_command(args)}",

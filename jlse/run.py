@@ -54,6 +54,9 @@ def run_crawl(
     workdir = Path(workdir) if workdir else default_workdir(topic)
     if workdir.exists() and not workdir.is_dir():
         raise CrawlSetupError(f"--workdir {workdir}: exists and is not a directory")
+    if resume and fresh:
+        raise CrawlSetupError("--resume and --fresh together: continue the crawl or start "
+                              "over, not both")
     if fresh:
         _clear_workdir(workdir, store_url)
     if resume and not store_url:  # a missing, emptied or damaged crawl.db: say so, no new crawl

@@ -119,6 +119,15 @@ def test_workdir_naming_an_existing_file(topic, tmp_path):
     assert_one_line_error(done, EXIT_USAGE, str(a_file), "not a directory")
 
 
+def test_resume_and_fresh_together_are_refused_before_anything_is_deleted(topic, tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / "crawl.db").write_bytes(b"kept")
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(workdir), "--resume", "--fresh")
+    assert_one_line_error(done, EXIT_USAGE, "--resume and --fresh together")
+    assert (workdir / "crawl.db").read_bytes() == b"kept"
+
+
 def test_export_into_a_missing_folder(tmp_path):
     from jlse.scheduler.store import open_store
 

@@ -136,7 +136,8 @@ class Discovery:
         self.corpus.add(pages)
         missing = []
         for link in store.iter_links():
-            self.attempted.add(link.url)
+            if link.status.value != "queued":  # queued: an out-link never tried, or one to retry
+                self.attempted.add(link.url)
             if link.status.value == "fetched" and link.url not in self.corpus.index:
                 page = self.fetcher.load(link.url, link.relevance)
                 if page is not None:

@@ -84,7 +84,11 @@ class PageFetcher:
 
     def __init__(self, settings: Settings, store: CrawlStore, workdir: Path,
                  progress: CrawlProgress | None = None, model: TopicModel | None = None) -> None:
+        # robots_slots: a round asks for a few pages of many new hosts and waits ROUND_WAIT at
+        # most; a quarter of the slots for robots.txt (a crawl's guard against thousands of
+        # hanging robots.txt, each still bounded by robots_deadline) left seeds unfetched
         self.settings = replace(settings, page_processes=0, store_pages=True,
+                                robots_slots=settings.robots_slots or settings.concurrency,
                                 warc="also" if settings.warc == "only" else settings.warc)
         self.store = store
         self.frontier = RequestFrontier(

@@ -64,6 +64,7 @@ class Operators:
         self.memory = memory
         self.topic_queries = topic_queries  # from keywords and samples, best first
         self.in_links = in_links  # URL -> pages of the crawl database linking to it
+        self.is_known: Callable[[str], bool] = lambda url: False  # proposed in an earlier round
 
     def plan(self, operator: str, top: list[Page], limit: int) -> Plan:
         make = {"forward": self.forward, "backward": self.backward, "keyword": self.keyword,
@@ -71,14 +72,14 @@ class Operators:
         return make(top, limit)
 
     def forward(self, top: list[Page], limit: int) -> Plan:
-        return Plan(_first(limit, (url for page in top for url in page.links)))
+        return Plan(self._first(limit, (url for page in top for url in page.links)))
 
     def backward(self, top: list[Page], limit: int) -> Plan:
         urls: list[str] = []
         for page in self._unsearched("link:", top):
             urls += self.in_links(page.url)
             urls += [result for result in self._search(f"link:{page.url}")]
-        return Plan(_first(limit, urls), expand=True)
+        return Plan(self._first(limit, urls), expand=True)
 
     def keyword(self, top: list[Page], limit: int) -> Plan:
         urls: list[str] = []
@@ -87,14 +88,26 @@ class Operators:
             found = self._search(query, page)
             self.memory.queries[query] = page + 1 if found else 0  # 0: no more results
             urls += found
-        return Plan(_first(limit, urls))
+        return Plan(self._first(limit, urls))
 
     def related(self, top: list[Page], limit: int) -> Plan:
         urls = [url for page in self._unsearched("related:", top)
                 for url in self._search(f"related:{page.url}")]
-        return Plan(_first(limit, urls))
+        return Plan(self._first(limit, urls))
 
     # --- helpers -------------------------------------------------------------------------
+    def _first(self, limit: int, urls: Iterable[str]) -> list[str]:
+        """The URLs up to the ``limit``-th one not proposed before (known ones stay in: they
+        earn the operator nothing, and with little budget left they must not fill it)."""
+        chosen: list[str] = []
+        new = 0
+        for url in dict.fromkeys(urls):
+            if new >= limit:
+                break
+            chosen.append(url)
+            new += not self.is_known(url)
+        return chosen
+
     def _unsearched(self, form: str, top: list[Page]) -> list[Page]:
         done = self.memory.searched.setdefault(form, [])
         fresh = [page for page in top if page.url not in done][:SEARCHES_PER_ROUND]
@@ -147,13 +160,3 @@ def topic_queries(keywords: Iterable[str], name: str, sample_pages: Iterable[Pag
 
 def _query(text: str) -> str:
     return " ".join(text.split()[:QUERY_WORDS])
-
-
-def _first(limit: int, urls: Iterable[str]) -> list[str]:
-    """The first ``limit`` distinct URLs."""
-    seen: list[str] = []
-    for url in dict.fromkeys(urls):
-        if len(seen) >= limit:
-            break
-        seen.append(url)
-    return seen

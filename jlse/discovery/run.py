@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import time
@@ -20,6 +21,7 @@ from jlse.discovery.operators import OperatorMemory, Operators, topic_queries
 from jlse.discovery.output import DiscoveryReport, build_report, seed_urls, write_outputs
 from jlse.discovery.search import SearchClient, search_endpoint
 from jlse.discovery.state import DiscoveryState, StateFiles
+from jlse.errors import UnavailableError
 from jlse.redact import redact_url
 from jlse.run import log_to_file
 from jlse.scheduler.store import open_store
@@ -131,6 +133,7 @@ def run_discovery(topic_dir: Path | str, search_url: str, overrides: dict[str, A
             check_topic_out(Path(topic_out), topic.path)
         except TopicOutError as exc:
             raise DiscoverySetupError(str(exc)) from None
+    _check_output_files(out, seeds_out)
     workdir = Path(workdir) if workdir else default_workdir(topic)
     files = _prepare_workdir(workdir, resume, fresh)
     store = open_store(f"sqlite:///{(workdir / 'crawl.db').resolve()}")
@@ -186,6 +189,7 @@ def _assemble(topic: Topic, samples: list[Page], fetcher: PageFetcher, search: S
                           files, state, topic.samples.relevant, topic.samples.irrelevant,
                           settings.keywords, settings)
     discovery.operators = Operators(search, memory, queries, discovery.corpus.in_links)
+    discovery.operators.is_known = discovery.attempted.__contains__
     return discovery
 
 
@@ -203,20 +207,37 @@ def _sample_pages(topic: Topic) -> list[Page]:
     return pages
 
 
+def _check_output_files(*paths: Path | str | None) -> None:
+    """Before anything is fetched: each output file's folder exists and is writable."""
+    for path in paths:
+        if path is None:
+            continue
+        folder = Path(path).parent
+        if Path(path).is_dir():
+            raise DiscoverySetupError(f"{path}: is a directory, give a file name")
+        if not folder.is_dir():
+            raise UnavailableError(f"{path}: folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            raise UnavailableError(f"{path}: folder {folder} is not writable")
+
+
 def _prepare_workdir(workdir: Path, resume: bool, fresh: bool) -> StateFiles:
     if workdir.exists() and not workdir.is_dir():
         raise DiscoverySetupError(f"--workdir {workdir}: exists and is not a directory")
+    if resume and fresh:
+        raise DiscoverySetupError("--resume and --fresh together: continue the run or start "
+                                  "over, not both")
     files = StateFiles(workdir)
     if fresh:
-        for name in ("crawl.db", "crawl.db-wal", "crawl.db-shm"):
+        for name in ("crawl.db", "crawl.db-wal", "crawl.db-shm", "discover.log"):
             (workdir / name).unlink(missing_ok=True)
         shutil.rmtree(files.folder, ignore_errors=True)
         shutil.rmtree(workdir / "pages", ignore_errors=True)
     if resume:
-        check_resumable(str(workdir / "crawl.db"))
         if not files.exists():
             raise DiscoverySetupError(f"cannot resume: {workdir} holds no discovery run; start "
                                       "one without --resume")
+        check_resumable(str(workdir / "crawl.db"))
     elif files.exists() or (workdir / "crawl.db").exists():
         raise DiscoverySetupError(f"{workdir} already holds a run: continue it with --resume, "
                                   "start over with --fresh, or pick another --workdir")

@@ -26,6 +26,7 @@ import requests
 log = logging.getLogger(__name__)
 
 MAX_RESULTS_BYTES = 2 * 1024 * 1024  # one answer page; more is not a search result page
+FAILING_AFTER = 2  # searches failed in a row after which the endpoint gets no retries
 
 
 class SearchError(RuntimeError):
@@ -64,6 +65,7 @@ class SearchClient:
         self.timeout = timeout
         self.cache = cache if cache is not None else {}  # "page|query" -> results (JSON rows)
         self.requests = self.failures = 0
+        self._failed_in_a_row = 0
         self._sleep, self._clock = sleep, clock
         self._next_at = 0.0
         self._lock = threading.Lock()
@@ -84,16 +86,28 @@ class SearchClient:
         self._session.close()
 
     def _fetch(self, query: str, page: int) -> list[dict]:
+        # an endpoint that failed the last searches is tried once, not once per retry
+        tries = 1 if self._failed_in_a_row >= FAILING_AFTER else self.retries + 1
         problem = ""
-        for attempt in range(self.retries + 1):
+        for attempt in range(tries):
             if attempt:
                 self._sleep(min(2.0 ** attempt, 10.0))
             try:
-                return self._request(query, page)
+                rows = self._request(query, page)
             except _Retryable as exc:
                 problem = str(exc)
+                continue
+            except SearchError:
+                self._failed()
+                raise
+            self._failed_in_a_row = 0
+            return rows
+        self._failed()
+        raise SearchError(f"search {query!r}: {problem} ({tries} tries)")
+
+    def _failed(self) -> None:
         self.failures += 1
-        raise SearchError(f"search {query!r}: {problem} ({self.retries + 1} tries)")
+        self._failed_in_a_row += 1
 
     def _request(self, query: str, page: int) -> list[dict]:
         self._wait_turn()
@@ -108,7 +122,6 @@ class SearchClient:
             if answer.status_code >= 500:
                 raise _Retryable(f"{self.endpoint} answered HTTP {answer.status_code}")
             if answer.status_code != 200:
-                self.failures += 1
                 raise SearchError(f"{self.endpoint} answered HTTP {answer.status_code} "
                                   "(is it a SearxNG with the JSON format enabled?)")
             body = answer.raw.read(MAX_RESULTS_BYTES + 1, decode_content=True)
