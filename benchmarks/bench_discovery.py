@@ -20,7 +20,7 @@ The report (discovery-report.md/.json, plots, every run's workdir) goes to ``--o
                                                    [--set KEY=VALUE]
 
 Runs vary with timing (parallel fetches; hosts waiting for a robots.txt slot), so each topic
-and chooser runs ``--repeats`` times (default 3; ~7 minutes a repeat on 2 cores) and the
+and chooser runs ``--repeats`` times (default 3; ~4 minutes a repeat on 2 cores) and the
 headline compares means. ``--parallel 2`` runs two discoveries at once, which changes the
 timing the runs depend on.
 """

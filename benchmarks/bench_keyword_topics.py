@@ -13,7 +13,7 @@ For each topic, on the discovery web of the sandbox (its search API included), s
 Prints the ground-truth harvest @N of each crawl and its share of the ``samples`` crawl's.
 
     .venv/bin/python benchmarks/bench_keyword_topics.py [--topics cameras,phones,laptops]
-        [--budget 1000] [--discover-pages 500]
+        [--budget 1000] [--discover-pages 500] [--quick]
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ def main() -> None:
     parser.add_argument("--topics", default="cameras,phones,laptops")
     parser.add_argument("--budget", type=int, default=1000, help="pages per crawl")
     parser.add_argument("--discover-pages", type=int, default=500)
+    parser.add_argument("--quick", action="store_true",
+                        help="cameras only, 500-page crawls, 200-page discovery")
     args = parser.parse_args()
+    if args.quick:
+        args.topics, args.budget, args.discover_pages = "cameras", 500, 200
     web = build_web(seed=SEED, discovery=True)
     with tempfile.TemporaryDirectory() as tmp, sandbox_process(SEED, discovery=True) as proxy:
         truth = load_truth(web.write_truth(Path(tmp) / "truth.jsonl"))

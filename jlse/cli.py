@@ -493,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
         "chooser; page and site harvest against pages fetched, P@10/20/50 and Mean/Median Rank "
         "of the ranked sites (seed sites excluded), the UCB1 run's pages ranked by each "
         "function and alpha; OUT/discovery-report.md. 6 choosers x 3 topics at 500 pages: "
-        "about 15-25 minutes on 2 cores")
+        "about 4 minutes per repeat on 2 cores")
     discovery.add_argument("--discovery", action="store_true", help="evaluate domain discovery")
     discovery.add_argument("--choosers", help="operator choosers (default: ucb1,forward,"
                            "backward,keyword,related,random)")

@@ -205,7 +205,7 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
     except ValueError as exc:
         raise TopicError(f"{topic.path / 'samples'}: cannot train the topic model: {exc}") from None
     samples = topic.samples
-    topic.model_origin = (f"fitted on the fly: "
+    topic.model_origin = (f"trained on the fly: "
                           f"{relevance_reason(topic, model.sources_['relevance'])}")
     if samples.relevant and samples.irrelevant:
         warn_if_at_chance(topic, model.cross_validate(samples)["relevance"], "the model trained "
