@@ -132,7 +132,7 @@ def _wait_for_proxy(proc: subprocess.Popen, logfile: Path) -> str:
     while time.monotonic() < deadline and proc.poll() is None:
         for word in logfile.read_text(errors="replace").split():
             if word.startswith("HTTP_PROXY="):
-                return word.partition("=")[2]
+                return word.partition("=")[2].rstrip(";,.)")
         time.sleep(0.2)
     raise RuntimeError(f"sandbox did not start: {logfile.read_text(errors='replace')[-2000:]}")
 

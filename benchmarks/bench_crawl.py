@@ -265,7 +265,7 @@ def _wait_for_proxy(proc: subprocess.Popen, logfile: Path) -> str:
     while time.monotonic() < deadline:
         for word in logfile.read_text(errors="replace").split():
             if word.startswith("HTTP_PROXY="):
-                return word.partition("=")[2]
+                return word.partition("=")[2].rstrip(";,.)")
         if proc.poll() is not None:
             break
         time.sleep(0.2)

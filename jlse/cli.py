@@ -259,8 +259,8 @@ def _serve_sandbox(server: Any, args: argparse.Namespace) -> int:
         raise UnavailableError(f"cannot serve on {args.host}:{args.port}: "
                                f"{exc.strerror or exc}{hint}") from exc
     print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages; "
-          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url}; its search engine "
-          f"(SearxNG JSON API): --search http://{args.host}:{server.port}  (Ctrl+C stops)",
+          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url} (its search engine, "
+          f"SearxNG's JSON API: --search http://{args.host}:{server.port})  Ctrl+C stops",
           flush=True)
     try:
         import threading

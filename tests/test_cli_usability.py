@@ -162,3 +162,26 @@ def test_make_install_leaves_out_the_development_tools():
     assert "-e '.[dev]'" in _make_dry_run("dev")
     assert "make dev" in (ROOT / ".ci" / "run").read_text()
     assert "Python 3.10 or newer" in install  # the version check says what it needs
+
+
+def test_sandbox_serve_prints_a_proxy_and_a_search_url_that_work():
+    """Scripts (benchmarks, users) take HTTP_PROXY=... and --search ... from the first line."""
+    import requests
+
+    server = subprocess.Popen([sys.executable, "-m", "jlse.cli", "sandbox", "serve", "--port",
+                               "0", "--discovery"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        words = line.split()
+        proxy = next(word for word in words if word.startswith("HTTP_PROXY=")).split("=", 1)[1]
+        search = words[words.index("--search") + 1].rstrip(")")
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", proxy), line
+        assert search == proxy, line
+        page = requests.get("http://camera-club.test/", proxies={"http": proxy}, timeout=30)
+        assert page.status_code == 200
+        answer = requests.get(f"{search}/search", params={"q": "camera", "format": "json"},
+                              timeout=60)
+        assert answer.json()["results"], answer.text[:200]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
