@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import statistics
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from jlse.discovery.engine import RANDOM_NEGATIVES, Discovery
+from jlse.discovery.engine import Discovery
 from jlse.discovery.fetching import Page
 from jlse.discovery.pagerank import pagerank
 from jlse.discovery.ranking import (
@@ -243,13 +242,8 @@ def load_rank_inputs(workdir: Path, topic_dir: Path) -> RankInputs:
                        topic.samples.irrelevant, topic.settings.keywords, topic.settings)
     engine.corpus.add(pages)
     pages = engine.corpus.pages
-    rows = engine._page_rows()
-    samples = engine._sample_rows if engine._sample_rows is not None else \
-        engine._pseudo_samples(pages, rows)
     # the last ranking was made before the round counter moved on (Discovery._rank)
-    rng = random.Random(f"negatives|{max(state.round - 1, 0)}")
-    drawn = rng.sample(range(len(pages)), min(RANDOM_NEGATIVES, len(pages)))
-    negatives = sp.vstack([engine._negative_rows, rows[drawn]], format="csr")
+    rows, samples, negatives = engine.rank_inputs(max(state.round - 1, 0))
     inputs = RankInputs(pages, rows, samples, negatives, engine.corpus.links(),
                         topic.settings.discovery_alpha)
     inputs.reproduced = _reproduces(inputs, files.folder / "ranked-pages.jsonl")

@@ -90,6 +90,15 @@ def sandbox_web():
 
 
 @pytest.fixture(scope="session")
+def discovery_web():
+    """The discovery web (the sandbox plus its long tail), built once per session; each test
+    module serves it on a server of its own (their request logs stay apart)."""
+    from jlse.sandbox import build_web
+
+    return build_web(discovery=True)
+
+
+@pytest.fixture(scope="session")
 def sandbox(sandbox_web) -> Iterator:
     """The sandbox web served on loopback for the whole session; ``sandbox.proxy_url``."""
     from jlse.sandbox import SandboxServer

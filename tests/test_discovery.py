@@ -39,7 +39,7 @@ from discovery_helpers import (
 from protego import Protego
 
 from jlse.discovery.search import SearchClient, SearchError, search_endpoint
-from jlse.sandbox import SandboxServer, build_web
+from jlse.sandbox import SandboxServer
 from jlse.topic import read_seeds
 
 BUDGET = 80  # pages of the two main runs
@@ -60,8 +60,8 @@ def closed_port() -> int:
 # --- the sandbox ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def web():
-    return build_web(discovery=True)
+def web(discovery_web):
+    return discovery_web
 
 
 @pytest.fixture(scope="module")

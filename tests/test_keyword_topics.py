@@ -12,7 +12,7 @@ import pytest
 
 from jlse.discovery.bootstrap import PSEUDO_NEGATIVES, check_topic_out, write_topic
 from jlse.discovery.output import DiscoveryReport, PageRow
-from jlse.sandbox import SandboxServer, build_web
+from jlse.sandbox import SandboxServer
 from jlse.topic import build_topic_model, load_topic, read_bootstrap, read_seeds
 
 FAST = ["--set", "politeness_delay=0.02", "--set", "robots_retry_after=0.5",
@@ -124,8 +124,8 @@ def test_discover_refuses_bad_topic_out_before_fetching(tmp_path, args, message)
 
 
 @pytest.fixture(scope="module")
-def discovery_sandbox():
-    server = SandboxServer(build_web(discovery=True), port=0)
+def discovery_sandbox(discovery_web):
+    server = SandboxServer(discovery_web, port=0)
     server.start()
     try:
         yield server

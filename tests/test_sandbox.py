@@ -20,13 +20,12 @@ import pytest
 import requests
 import tomllib
 from protego import Protego
+from sandbox_pages import decoded, host_of, links_of
 
 from jlse.sandbox import SandboxServer, build_web
 from jlse.sandbox.fault_encodings import codec_of
 from jlse.sandbox.faults import ENCODING_SAMPLES
 from jlse.settings import load_settings
-
-HREF = re.compile(r'href="([^"]*)"')
 
 
 @pytest.fixture()
@@ -36,20 +35,6 @@ def get(sandbox):
         return requests.get(url, proxies={"http": sandbox.proxy_url}, **kwargs)
 
     return fetch
-
-
-def links_of(web, url: str) -> list[str]:
-    """Absolute out-links of a served page (hrefs are ASCII in every encoding we use)."""
-    text = web.page_bytes(url).decode("latin-1")
-    return [urljoin(url, html.unescape(href)) for href in HREF.findall(text)]
-
-
-def host_of(url: str) -> str:
-    return urlsplit(url).hostname or ""
-
-
-def decoded(web, url: str) -> str:
-    return web.page_bytes(url).decode(web.plan.by_host[host_of(url)].spec.encoding)
 
 
 # --- the web as data ---

@@ -9,11 +9,11 @@ import json
 import re
 import time
 from collections import Counter, defaultdict
-from urllib.parse import urljoin, urlsplit
 
 import pytest
 import requests
 import tomllib
+from sandbox_pages import decoded, host_of, links_of
 
 from jlse.models.tokenizer import tokenize
 from jlse.sandbox import SandboxServer, build_web
@@ -21,25 +21,10 @@ from jlse.sandbox.search_index import tokenize_texts
 from jlse.sandbox.topicdir import _seeds
 from jlse.sandbox.vocab import CRAWL_TOPICS, DISTRACTOR_TOPICS
 
-HREF = re.compile(r'href="([^"]*)"')
 TAG = re.compile(r"<[^>]*>")
 ALL_TOPICS = CRAWL_TOPICS + DISTRACTOR_TOPICS
 # The default web as measured before the discovery layout existed: it must never move.
 DEFAULT_PAGES, DEFAULT_BYTES = 6723, 34_510_324
-
-
-def links_of(web, url: str) -> list[str]:
-    """Absolute out-links of a served page (hrefs are ASCII in every encoding we use)."""
-    text = web.page_bytes(url).decode("latin-1")
-    return [urljoin(url, html.unescape(href)) for href in HREF.findall(text)]
-
-
-def host_of(url: str) -> str:
-    return urlsplit(url).hostname or ""
-
-
-def decoded(web, url: str) -> str:
-    return web.page_bytes(url).decode(web.plan.by_host[host_of(url)].spec.encoding)
 
 
 def indexable(web, url: str) -> bool:
@@ -51,8 +36,8 @@ def indexable(web, url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def web():
-    return build_web(discovery=True)
+def web(discovery_web):
+    return discovery_web
 
 
 @pytest.fixture(scope="module")

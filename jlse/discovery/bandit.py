@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,7 +50,7 @@ def round_reward(positions: Sequence[float], already_found: Sequence[bool], leng
     return total / len(positions)
 
 
-class Chooser:
+class Chooser(ABC):
     """What every chooser keeps: per operator the rounds chosen, the pages retrieved (n_op; a
     round with none counts as ``empty_round`` says) and the sum of round rewards. Subclasses
     decide :meth:`choose`; :meth:`scores` are UCB1's for all, to compare choosers."""
@@ -70,8 +71,9 @@ class Chooser:
         self.reward_sum = dict.fromkeys(self.operators, 0.0)
         self.returned = [0, 0]  # pages, rounds: of the rounds that returned pages
 
+    @abstractmethod
     def choose(self) -> str:
-        raise NotImplementedError
+        """The operator of the next round."""
 
     def update(self, op: str, reward: float, n_pages: int) -> None:
         """Record a round of ``op`` that returned ``n_pages`` pages earning ``reward`` (in

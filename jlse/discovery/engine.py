@@ -194,17 +194,24 @@ class Discovery:
         return [self.corpus.pages[index] for index in self.ranking.order]
 
     def _rank(self) -> None:
-        pages = self.corpus.pages
-        if not pages:
+        if not self.corpus.pages:
             return
+        rows, samples, negatives = self.rank_inputs(self.state.round)
+        ranker = PageRanker(alpha=self.settings.discovery_alpha)
+        self.ranking = ranker.fit(samples, negatives).rank(rows, self.corpus.links())
+
+    def rank_inputs(self, round_number: int) -> tuple[sp.csr_matrix, sp.csr_matrix,
+                                                       sp.csr_matrix]:
+        """The feature rows of every page, the samples' and the negatives' of the ranking
+        made in round ``round_number`` (its random negatives are drawn from that number)."""
+        pages = self.corpus.pages
         rows = self._page_rows()
         samples = self._sample_rows if self._sample_rows is not None else \
             self._pseudo_samples(pages, rows)
-        rng = random.Random(f"negatives|{self.state.round}")
+        rng = random.Random(f"negatives|{round_number}")
         drawn = rng.sample(range(len(pages)), min(RANDOM_NEGATIVES, len(pages)))
         negatives = sp.vstack([self._negative_rows, rows[drawn]], format="csr")
-        ranker = PageRanker(alpha=self.settings.discovery_alpha)
-        self.ranking = ranker.fit(samples, negatives).rank(rows, self.corpus.links())
+        return rows, samples, negatives
 
     def _page_rows(self) -> sp.csr_matrix:
         """The feature rows of every page, each page tokenised once."""
