@@ -45,8 +45,8 @@ def crawl(topic: Path, sandbox, workdir: Path, **extra):
 
 def test_embedded_crawl_writes_rotated_warc_files(phones_topic, sandbox, sandbox_web, tmp_path):
     sandbox.clear_log()
-    crawl(phones_topic, sandbox, tmp_path / "w", warc="also", warc_max_bytes=60_000,
-          page_processes=2)
+    summary = crawl(phones_topic, sandbox, tmp_path / "w", warc="also", warc_max_bytes=60_000,
+                    page_processes=2)
     records = read_records(tmp_path / "w" / "warc")
     files = sorted({name for name, *_ in records})
     assert len(files) >= 3  # rotated by size, and each page process writes its own files
@@ -55,7 +55,10 @@ def test_embedded_crawl_writes_rotated_warc_files(phones_topic, sandbox, sandbox
         assert path.stat().st_size < 60_000 + 40_000
     types = Counter(kind for _, kind, *_ in records)
     assert types["warcinfo"] == len(files)
-    assert types["request"] == types["response"] == len(sandbox.log)  # robots.txt included
+    # robots.txt included; a page still in flight when the budget was written (unfinished,
+    # README "The end of a crawl") may have been requested without its records being written
+    assert types["request"] == types["response"]
+    assert len(sandbox.log) - summary.unfinished <= types["request"] <= len(sandbox.log)
     responses = {uri: (status, headers, body)
                  for _, kind, uri, status, headers, body in records if kind == "response"}
     pages = [uri for uri, (status, _, _) in responses.items()
