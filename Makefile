@@ -8,12 +8,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 # folder, mapped on purpose); it is harmless, so it is not shown.
 PIP    := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip
 
-.PHONY: install dev install-dev demo test test-fast bench lint services clean \
+.PHONY: install dev install-dev corpus demo test test-fast bench lint services clean \
         cluster-up cluster-down worker learner dispatcher flower status
 
 # install: what crawls need (embedded and distributed mode); dev: also the test and lint tools.
 install: $(STAMP)
-dev install-dev: $(DEV_STAMP)
+dev install-dev: $(DEV_STAMP) corpus
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -35,6 +35,11 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	@echo "jlse: installing the development tools (pytest, hypothesis, ruff, import-linter)"
 	$(PIP) install --progress-bar off -e '.[dev]'
 	touch $@
+
+# corpus: the 20 Newsgroups posts of the real-text web (jlse/sandbox/realweb), fetched and
+# cached once (~/.cache/jlse/realweb or $JLSE_CACHE_DIR), so tests never download mid-run.
+corpus: install
+	$(BIN)/python -m jlse.sandbox.realweb
 
 demo: install
 	$(BIN)/jlse demo

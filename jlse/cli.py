@@ -227,9 +227,14 @@ def _export_output(path: str | None) -> Iterator[TextIO]:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from jlse.sandbox import SandboxServer, build_web
+    from jlse.sandbox import SandboxServer, build_real_web, build_web
 
-    web = build_web(seed=args.seed, scale=args.scale, discovery=args.discovery)
+    if args.web == "real":
+        if args.discovery:
+            raise ValueError("--discovery is a layout of the sandbox web, not of --web real")
+        web = build_real_web(seed=args.seed, fraction=args.fraction)
+    else:
+        web = build_web(seed=args.seed, scale=args.scale, discovery=args.discovery)
     if args.action == "truth":
         if args.sites:
             web.write_site_truth(Path(args.out))
@@ -284,11 +289,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.discovery:
         return _eval_discovery(args)
-    from jlse.eval import run_eval
+    from jlse.eval import EvalError, run_eval
 
     topic_dirs = dict(pair.split("=", 1) for pair in args.topic_dir or [])
+    web = None
+    if args.web == "real":
+        if args.truth:
+            raise EvalError("--web real and --truth: give one web")
+        from jlse.sandbox import build_real_web
+        web = build_real_web(seed=args.seed, fraction=args.fraction)
+    from jlse.sandbox.vocab import CRAWL_TOPICS
     report = run_eval(
-        topics=args.topics.split(","),
+        topics=(args.topics or ",".join(web.topics if web else CRAWL_TOPICS)).split(","),
         strategies=(args.strategies or "bfs,best-first,ata,jlse").split(","),
         budget=2000 if args.budget is None else args.budget,
         out_dir=Path(args.out or "runs/eval"), seed=args.seed,
@@ -297,7 +309,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           (args.checkpoints or "100,250,500,1000,1500,2000").split(",")),
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
-        overrides=command_overrides(args.set, {}),
+        overrides=command_overrides(args.set, {}), oracle=not args.no_oracle, web=web,
     )
     print(report.render())
     return EXIT_OK
@@ -305,18 +317,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _eval_discovery(args: argparse.Namespace) -> int:
     from jlse.eval import EvalError
-    from jlse.eval_discovery import CHOOSERS, DEFAULT_BUDGET, run_discovery_eval
+    from jlse.eval_discovery import CHOOSERS, DEFAULT_BUDGET, DEFAULT_TOPICS, run_discovery_eval
 
     crawl_only = [flag for flag, value in (("--strategies", args.strategies),
                                            ("--cf-sweep", args.cf_sweep),
                                            ("--checkpoints", args.checkpoints),
                                            ("--truth", args.truth), ("--proxy", args.proxy),
-                                           ("--topic-dir", args.topic_dir)) if value]
+                                           ("--topic-dir", args.topic_dir),
+                                           ("--no-oracle", args.no_oracle),
+                                           ("--web real", args.web == "real")) if value]
     if crawl_only:
         raise EvalError(f"{', '.join(crawl_only)}: not with --discovery (it runs on the sandbox "
                         "web)")
     report = run_discovery_eval(
-        topics=args.topics.split(","), budget=DEFAULT_BUDGET if args.budget is None
+        topics=(args.topics or ",".join(DEFAULT_TOPICS)).split(","),
+        budget=DEFAULT_BUDGET if args.budget is None
         else args.budget, out_dir=Path(args.out or "runs/eval-discovery"), seed=args.seed,
         choosers=args.choosers.split(",") if args.choosers else CHOOSERS,
         alphas=[float(v) for v in args.alphas.split(",")], parallel=args.parallel,
@@ -459,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "(its majority topic and share) instead of per page")
     sandbox.add_argument("--keywords-only", action="store_true", help="topic: seeds.txt and "
                          "topic.toml (keywords) without sample pages")
+    sandbox.add_argument("--web", choices=("sandbox", "real"), default="sandbox", help="real: "
+                         "the real-text web (20 Newsgroups posts; `make corpus` fetches them)")
+    sandbox.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
+                         "of the posts kept (a stratified slice)")
     sandbox.set_defaults(func=cmd_sandbox)
 
     train = sub.add_parser("train", help="fit the topic's classifiers, report CV accuracy, save them")
@@ -468,9 +487,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     evaluate = sub.add_parser(
-        "eval", help="compare strategies (or, with --discovery, domain discovery's operator "
-        "choice and rankings) on a web with ground truth")
-    evaluate.add_argument("--topics", default="phones,cameras,laptops", help="sandbox topics")
+        "eval", help="compare strategies with each other and with an oracle crawl (or, with "
+        "--discovery, domain discovery's operator choice and rankings) on a web with ground "
+        "truth")
+    evaluate.add_argument("--topics", help="topics, comma-separated (default: phones,cameras,"
+                          "laptops on the sandbox, every topic of --web real)")
+    evaluate.add_argument("--web", choices=("sandbox", "real"), default="sandbox",
+                          help="real: the real-text web (20 Newsgroups posts; `make corpus`)")
+    evaluate.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
+                          "of the posts it serves")
     evaluate.add_argument("--strategies", help="strategies to compare (default: "
                           "bfs,best-first,ata,jlse)")
     evaluate.add_argument("--budget", type=int, help="pages per crawl (default: 2000; with "
@@ -487,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--proxy", help="HTTP proxy reaching that web")
     evaluate.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                           help="a setting for every crawl of the evaluation (repeatable)")
+    evaluate.add_argument("--no-oracle", action="store_true", help="skip the oracle (on the "
+                          "sandbox: a crawl knowing every page's label and the link graph, "
+                          "the bound that efficiency = HR@N / oracle HR@N is measured "
+                          "against; n/a with --truth)")
     discovery = evaluate.add_argument_group(
         "domain discovery (docs/algorithms.md section 3.6)",
         "--discovery: on the sandbox's discovery web, one `jlse discover` run per topic and "

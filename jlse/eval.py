@@ -12,6 +12,10 @@ A crawl that stops before N pages (empty frontier) has no HR@N (None, "-" in the
 TR@N is the recall it ended with. On the sandbox web (default) the web is served in a child
 process and the topic directories and ground truth are written once; on any other web give a
 ground-truth file (JSON lines ``{"url", "topic", "target"}``), topic directories and a proxy.
+
+On a web known in process (the sandbox) each topic also gets an oracle row (``jlse.oracle``: the
+best fetch order from the same seeds, knowing every label and the link graph), and every crawl
+its efficiency@N = HR@N / oracle HR@N (``jlse.eval_report``).
 """
 
 from __future__ import annotations
@@ -25,19 +29,23 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
+from jlse.eval_report import CURVE_STEP as CURVE_STEP  # re-exported
+from jlse.eval_report import EvalReport, StrategyResult
 from jlse.models.strategy_catalog import available_strategies
+from jlse.oracle import oracle_for_web
 from jlse.plots import plot_report
 from jlse.records import UNCOUNTED_OUTCOMES
 from jlse.run import run_crawl
-from jlse.sandbox import build_web
+from jlse.sandbox import RealWeb, SandboxWeb, build_web
 from jlse.scheduler.urls import canonicalize
+from jlse.topic import read_seeds
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +61,6 @@ SANDBOX_SETTINGS: dict[str, Any] = {  # the sandbox is local: no politeness, sho
     "store_pages": False,
 }
 SERVER_START_TIMEOUT = 60.0
-CURVE_STEP = 10  # report.json keeps every 10th point of the curves
 
 
 class EvalError(ValueError):
@@ -159,29 +166,6 @@ def value_at(curve: np.ndarray, n: int, hold_last: bool) -> float | None:
     return 0.0 if hold_last else None
 
 
-@dataclass
-class StrategyResult:
-    """One crawl of one topic with one strategy, measured by the ground truth."""
-
-    topic: str
-    strategy: str  # a label: the strategy name, or e.g. "jlse cf=50" in a cf sweep
-    fetched: int
-    n_targets: int  # targets of the topic in the web
-    harvest_at: dict[int, float | None]
-    recall_at: dict[int, float]
-    harvest: list[float] = field(repr=False, default_factory=list)  # full curves
-    recall: list[float] = field(repr=False, default_factory=list)
-    elapsed: float = 0.0
-    reason: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["harvest"] = self.harvest[CURVE_STEP - 1::CURVE_STEP]
-        data["recall"] = self.recall[CURVE_STEP - 1::CURVE_STEP]
-        data["curve_step"] = CURVE_STEP
-        return data
-
-
 def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
             checkpoints: Sequence[int]) -> StrategyResult:
     hr, tr = harvest_curve(urls, truth, topic), recall_curve(urls, truth, topic)
@@ -192,59 +176,6 @@ def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
         recall_at={n: value_at(tr, n, hold_last=True) for n in checkpoints},
         harvest=hr.tolist(), recall=tr.tolist(),
     )
-
-
-# --- the report ---
-
-def _cell(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def markdown_table(results: Sequence[StrategyResult], checkpoints: Sequence[int]) -> str:
-    head = (["strategy", "pages"] + [f"HR@{n}" for n in checkpoints]
-            + [f"TR@{n}" for n in checkpoints])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in results:
-        label = f"{r.strategy} (failed)" if r.reason.startswith("failed") else r.strategy
-        cells = ([label, str(r.fetched)] + [_cell(r.harvest_at[n]) for n in checkpoints]
-                 + [_cell(r.recall_at[n]) for n in checkpoints])
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-@dataclass
-class EvalReport:
-    budget: int
-    checkpoints: list[int]
-    results: list[StrategyResult] = field(default_factory=list)
-    sweep: list[StrategyResult] = field(default_factory=list)  # jlse at several cf
-    plots: list[str] = field(default_factory=list)
-
-    def topics(self) -> list[str]:
-        return list(dict.fromkeys(r.topic for r in self.results + self.sweep))
-
-    def render(self) -> str:
-        parts = [f"# jlse eval: budget {self.budget} pages",
-                 "HR@N: harvest rate, TR@N: target recall (ground truth); "
-                 "'-': the crawl stopped before N pages (TR then holds its final value)."]
-        for topic in self.topics():
-            for title, rows in (("", self.results), (" - cf sweep (jlse)", self.sweep)):
-                of_topic = [r for r in rows if r.topic == topic]
-                if of_topic:
-                    n_targets = of_topic[0].n_targets
-                    parts.append(f"## {topic}{title} ({n_targets} targets in the web)")
-                    parts.append(markdown_table(of_topic, self.checkpoints))
-        return "\n\n".join(parts) + "\n"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"budget": self.budget, "checkpoints": self.checkpoints,
-                "results": [r.to_dict() for r in self.results],
-                "sweep": [r.to_dict() for r in self.sweep], "plots": self.plots}
-
-    def write(self, out_dir: Path) -> None:
-        (out_dir / "report.md").write_text(self.render(), encoding="utf-8")
-        (out_dir / "report.json").write_text(json.dumps(self.to_dict(), indent=1),
-                                             encoding="utf-8")
 
 
 # --- running the crawls ---
@@ -287,12 +218,17 @@ def _wait_for_port(port: int, process: subprocess.Popen, timeout: float) -> None
 
 
 @contextmanager
-def sandbox_process(seed: int, discovery: bool = False):
-    """Serve the sandbox web (``seed``; with ``discovery`` the discovery web, whose search API
-    answers on the same address) in a child process; yields its proxy URL."""
+def sandbox_process(seed: int, discovery: bool = False, scale: float = 1.0,
+                    real_fraction: float | None = None):
+    """Serve the sandbox web (``seed``, ``scale``; with ``discovery`` the discovery web, whose
+    search API answers on the same address; with ``real_fraction`` the real-text web of that
+    fraction) in a child process; yields its proxy URL."""
     port = _free_port()
     command = [sys.executable, "-m", "jlse.cli", "sandbox", "serve", "--port", str(port),
-               "--seed", str(seed)] + (["--discovery"] if discovery else [])
+               "--seed", str(seed)] + (["--discovery"] if discovery else []) + (
+               ["--scale", str(scale)] if scale != 1.0 else [])
+    if real_fraction is not None:
+        command += ["--web", "real", "--fraction", str(real_fraction)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                cwd=Path(__file__).resolve().parent.parent)
     try:
@@ -307,15 +243,39 @@ def sandbox_process(seed: int, discovery: bool = False):
             process.wait()
 
 
-def _prepare_sandbox(topics: Sequence[str], seed: int, out_dir: Path,
-                     ) -> tuple[Path, dict[str, Path]]:
-    web = build_web(seed=seed)
-    unknown = [topic for topic in topics if topic not in web.topics]
+def _prepare_web(web: Any, topics: Sequence[str], out_dir: Path,
+                 ) -> tuple[Path, dict[str, Path]]:
+    """Write the truth file and the topic directories of an in-process web."""
+    known = getattr(web, "topics", None)
+    unknown = [topic for topic in topics if known is not None and topic not in known]
     if unknown:
-        raise EvalError(f"unknown sandbox topic(s) {unknown}; choose from {web.topics}")
-    truth_file = web.write_truth(out_dir / "truth.jsonl")
+        raise EvalError(f"unknown topic(s) {unknown} of the web; choose from {known}")
+    truth_file = out_dir / "truth.jsonl"
+    if hasattr(web, "write_truth"):
+        web.write_truth(truth_file)
+    else:
+        with truth_file.open("w", encoding="utf-8") as handle:
+            for page in web.iter_truth():
+                handle.write(json.dumps({"url": page.url, "topic": page.topic, "target": bool(
+                    getattr(page, "is_target", False)), "crawlable": page.crawlable}) + "\n")
     dirs = {topic: web.write_topic_dir(topic, out_dir / "topics" / topic) for topic in topics}
     return truth_file, dirs
+
+
+def oracle_rows(web: Any, topic_dirs: dict[str, Path], truth: GroundTruth, budget: int,
+                checkpoints: Sequence[int]) -> list[StrategyResult]:
+    """The oracle's row of each topic: its fetch order from the topic's seeds, measured."""
+    rows = []
+    for topic, topic_dir in topic_dirs.items():
+        started = time.monotonic()
+        seeds = read_seeds(Path(topic_dir) / "seeds.txt")
+        urls = oracle_for_web(web, topic, seeds, budget, key=truth_key)
+        row = measure(topic, "oracle", urls, truth, checkpoints)
+        row.elapsed = time.monotonic() - started
+        row.reason = "oracle" if len(urls) == budget else "oracle: nothing fetchable left"
+        rows.append(row)
+        log.info("eval: oracle of %s: %d pages in %.1f s", topic, len(urls), row.elapsed)
+    return rows
 
 
 def _check_inputs(topics: Sequence[str], strategies: Sequence[str], budget: int,
@@ -342,24 +302,35 @@ def run_eval(
     topic_dirs: dict[str, Path] | None = None,
     proxy: str | None = None,
     overrides: dict[str, Any] | None = None,
+    web: Any | None = None,
+    oracle: bool = True,
 ) -> EvalReport:
     """Crawl each topic with each strategy and write report.md, report.json and the plots.
 
-    ``overrides`` are settings applied to every crawl (after the sandbox's own)."""
+    The web: the sandbox of ``seed`` by default; ``web``, another web known in process (with
+    ``iter_truth``, ``page_bytes``, ``write_topic_dir``; served through ``proxy``, or, for a
+    ``SandboxWeb`` or ``RealWeb``, by a child process); or, with ``truth_file``, any web reached through
+    ``proxy`` with ``topic_dirs``. On a web known in process, ``oracle`` adds each topic's oracle
+    row and every crawl's efficiency (``jlse.oracle``). ``overrides`` are settings applied to
+    every crawl (after the sandbox's own)."""
     checkpoints = sorted({n for n in checkpoints if n <= budget} or {budget})
     _check_inputs(topics, strategies, budget, checkpoints)
+    if web is not None and truth_file is not None:
+        raise EvalError("give a web or a truth file, not both")
+    if web is not None and not proxy and not isinstance(web, SandboxWeb | RealWeb):
+        raise EvalError("this web is served elsewhere: give the proxy that reaches it")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    on_sandbox = truth_file is None
-    if on_sandbox:
-        truth_file, topic_dirs = _prepare_sandbox(topics, seed, out_dir)
+    if truth_file is None:
+        web = build_web(seed=seed) if web is None else web
+        truth_file, topic_dirs = _prepare_web(web, topics, out_dir)
     missing = [t for t in topics if not topic_dirs or t not in topic_dirs]
     if missing:
         raise EvalError(f"no topic directory for {missing}: give topic_dirs for every topic")
     truth = load_truth(Path(truth_file))
     report = EvalReport(budget=budget, checkpoints=list(checkpoints))
-    with _proxy_for(on_sandbox, proxy, seed) as proxy_url:
-        base = dict(SANDBOX_SETTINGS) if on_sandbox else {}
+    with _proxy_for(web, proxy) as proxy_url:
+        base = dict(SANDBOX_SETTINGS) if web is not None else {}
         base.update(overrides or {})
         base.update(max_pages=budget, proxy=proxy_url or "")
         for topic in topics:
@@ -371,16 +342,29 @@ def run_eval(
                 report.sweep.append(crawl_and_measure(
                     topic, topic_dirs[topic], f"jlse cf={cf}", dict(base, strategy="jlse", cf=cf),
                     out_dir / topic / f"jlse-cf{cf}", truth, checkpoints))
+    if web is not None and oracle:
+        try:
+            report.oracle = oracle_rows(web, {t: topic_dirs[t] for t in topics}, truth, budget,
+                                        checkpoints)
+        except (ValueError, OSError, RuntimeError) as exc:  # the crawls stay measured
+            log.error("eval: no oracle: %s", exc)
+            report.oracle_note = f"oracle: failed ({exc})"
+        report.add_efficiency()
+    elif web is not None:
+        report.oracle_note = "oracle: not computed (--no-oracle)"
     report.plots = [str(path) for path in plot_report(report, out_dir)]
     report.write(out_dir)
     return report
 
 
 @contextmanager
-def _proxy_for(on_sandbox: bool, proxy: str | None, seed: int):
-    """The given proxy; on the sandbox without one, a sandbox server of our own."""
-    if proxy or not on_sandbox:
+def _proxy_for(web: Any | None, proxy: str | None):
+    """The given proxy; for a sandbox or real-text web without one, a server of our own."""
+    if isinstance(web, RealWeb) and not proxy:
+        with sandbox_process(web.seed, real_fraction=web.fraction) as url:
+            yield url
+    elif isinstance(web, SandboxWeb) and not proxy:
+        with sandbox_process(web.seed, web.discovery, web.scale) as url:
+            yield url
+    else:
         yield proxy
-        return
-    with sandbox_process(seed) as url:
-        yield url

@@ -13,6 +13,7 @@ import pytest
 from lxml import html
 
 from jlse.discovery.bandit import (
+    SEARCHES_FIRST,
     UCB1,
     FixedChooser,
     RandomChooser,
@@ -247,6 +248,17 @@ def test_round_reward_exact_values() -> None:
     assert round_reward([], [], 0) == 0.0
     with pytest.raises(ValueError):
         round_reward([1], [], 4)
+
+
+def test_ucb1_tries_the_searches_first_when_asked() -> None:
+    bandit = UCB1(OPERATORS, try_first=SEARCHES_FIRST)
+    chosen = []
+    for _ in OPERATORS:
+        chosen.append(bandit.choose())
+        bandit.update(chosen[-1], 0.1, 10)
+    assert chosen == ["keyword", "related", "forward", "backward"]
+    restored = chooser_from_dict(json.loads(json.dumps(bandit.to_dict())))
+    assert restored.try_first == list(SEARCHES_FIRST)
 
 
 def test_ucb1_tries_every_operator_first_in_order() -> None:

@@ -15,12 +15,12 @@ from jlse.eval import (
     fetched_urls,
     harvest_curve,
     load_truth,
-    markdown_table,
     measure,
     recall_curve,
     run_eval,
     truth_key,
 )
+from jlse.eval_report import markdown_table
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store import open_store
 
@@ -120,12 +120,14 @@ def test_a_failed_crawl_is_reported_not_raised(tmp_path: Path, caplog) -> None:
     [result] = report.results
     assert result.fetched == 0 and result.reason.startswith("failed: strategy 'ata' needs")
     assert "bare/ata failed" in caplog.text
-    assert "| ata (failed) | 0 | - | 0.000 |" in (tmp_path / "out" / "report.md").read_text()
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "| ata (failed) | 0 | - | 0.000 |" in markdown
+    assert "oracle: n/a (needs the web's link graph)" in markdown and report.oracle == []
 
 
 def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
     report = run_eval(["phones"], ["bfs", "best-first"], budget=150, out_dir=tmp_path,
-                      checkpoints=(50, 100, 150, 2000))
+                      checkpoints=(50, 100, 150, 2000), web=sandbox_web, oracle=False)
     assert isinstance(report, EvalReport) and report.checkpoints == [50, 100, 150]
     assert [r.strategy for r in report.results] == ["bfs", "best-first"]
     for result in report.results:
@@ -136,6 +138,7 @@ def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
         assert 0 < result.recall_at[150] < 1
     markdown = (tmp_path / "report.md").read_text()
     assert "## phones" in markdown and "| best-first | 150 |" in markdown
+    assert "oracle: not computed (--no-oracle)" in markdown and "eff@" not in markdown
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["budget"] == 150 and len(data["results"]) == 2
     assert len(data["results"][0]["harvest"]) == 15  # every 10th point of the curve
@@ -149,7 +152,7 @@ def test_polite_focused_crawl_waits_for_relevant_hosts(tmp_path: Path) -> None:
     # one more polite host; without its pause it fetched junk from 25 hosts while the relevant
     # ones waited (HR@250 .45 instead of .76 at politeness_delay=0.05).
     report = run_eval(["phones"], ["jlse"], budget=250, out_dir=tmp_path, checkpoints=(250,),
-                      overrides={"politeness_delay": 0.05})
+                      overrides={"politeness_delay": 0.05}, oracle=False)
     [result] = report.results
     assert result.fetched == 250
     assert result.harvest_at[250] > 0.6, result.harvest_at

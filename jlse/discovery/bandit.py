@@ -21,6 +21,8 @@ too slowly, because the other operators' n_op grow by whole batches: in a simula
 rounds, 4 operators, the others returning 20 pages of reward 0.3-0.5, the empty operator was
 chosen 26 times with "one" and twice with "mean" (5 pages a round: 16 and 4 times).
 
+UCB1 tries the searches first (``SEARCHES_FIRST``): each first try costs a whole round.
+
 State is plain JSON (:meth:`Chooser.to_dict`, :func:`chooser_from_dict`) for ``--resume``.
 """
 
@@ -33,6 +35,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from jlse.settings import DISCOVERY_OPERATORS
+
+# UCB1's first tries: the searches before the crawls. Each first try costs a whole round, and
+# forward and backward crawl find few new sites (docs/algorithms.md §3.4).
+SEARCHES_FIRST = ("keyword", "related")
 
 
 def round_reward(positions: Sequence[float], already_found: Sequence[bool], length: int) -> float:
@@ -143,14 +149,29 @@ class Chooser(ABC):
 
 
 class UCB1(Chooser):
-    """The untried operator first (in the given order), then the highest UCB1 score; ties go to
-    the operator listed first."""
+    """The untried operators first (those in ``try_first`` in that order, then the rest in the
+    given order), then the highest UCB1 score; ties go to the operator listed first."""
 
     kind = "ucb1"
 
+    def __init__(self, operators: Sequence[str], empty_round: str = "mean",
+                 try_first: Sequence[str] = ()) -> None:
+        super().__init__(operators, empty_round)
+        self.try_first = [op for op in try_first if op in self.rounds]
+
     def choose(self) -> str:
+        untried = [op for op in self.try_first + self.operators if not self.rounds[op]]
+        if untried:
+            return untried[0]
         scores = self.scores()
         return max(self.operators, key=lambda op: (scores[op], -self.operators.index(op)))
+
+    def _params(self) -> dict[str, Any]:
+        return {"try_first": list(self.try_first)}
+
+    @classmethod
+    def _restored_params(cls, state: dict[str, Any]) -> dict[str, Any]:
+        return {"try_first": state.get("try_first", ())}
 
 
 class FixedChooser(Chooser):
@@ -212,12 +233,13 @@ def chooser_from_dict(state: dict[str, Any]) -> Chooser:
 
 def make_chooser(kind: str, state: dict[str, Any] | None = None,
                  operators: Sequence[str] = DISCOVERY_OPERATORS,
-                 empty_round: str = "mean") -> Chooser:
+                 empty_round: str = "mean", try_first: Sequence[str] = SEARCHES_FIRST) -> Chooser:
     """The chooser ``kind`` names: "ucb1", "random" or an operator (always that one). A saved
     ``state`` (any chooser's :meth:`Chooser.to_dict`) gives its statistics, so a run resumed
-    with another chooser keeps what the rounds so far have shown."""
+    with another chooser keeps what the rounds so far have shown. UCB1 tries the operators in
+    ``try_first`` first (the searches, by default)."""
     if kind == UCB1.kind:
-        chooser: Chooser = UCB1(operators, empty_round)
+        chooser: Chooser = UCB1(operators, empty_round, try_first)
     elif kind == RandomChooser.kind:
         chooser = RandomChooser(operators, (state or {}).get("seed", 0), empty_round)
     elif kind in operators:

