@@ -11,7 +11,7 @@ import logging
 import random
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urljoin
 
 import lxml.html
@@ -111,36 +111,53 @@ def _write_anchors(path: Path, rows: list[tuple[str, str]], rng: random.Random, 
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def start_topic_dir(out_dir: Path, topic: str, topics: list[str], seeds: list[str],
+                    toml: str, n_samples: int, web_name: str) -> None:
+    """Check ``topic`` and ``n_samples``, then write seeds.txt and topic.toml into ``out_dir``."""
+    if topic not in topics:
+        raise ValueError(f"unknown topic {topic!r}; the {web_name} topics are {topics}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "seeds.txt").write_text("\n".join(seeds) + "\n", encoding="utf-8")
+    (out_dir / "topic.toml").write_text(toml, encoding="utf-8")
+
+
+def write_samples(out_dir: Path, sets: dict[str, list[tuple[Any, Any]]],
+                  render: Callable[[Any, Any], str], shadow: Any, topic: str,
+                  rng: random.Random, n_samples: int) -> None:
+    """samples/LABEL/NNNN.html for each (site, page) of ``sets`` (``render`` gives the HTML;
+    ``site.url(page.path)`` its URL) and samples/anchors.tsv from the relevant and irrelevant
+    ones (``shadow.truth`` labels the links)."""
+    anchor_rows: list[tuple[str, str]] = []
+    for label, refs in sets.items():
+        folder = out_dir / "samples" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob("*.html"):
+            old.unlink()
+        for number, (site, page) in enumerate(refs, start=1):
+            html = render(site, page)
+            (folder / f"{number:04d}.html").write_text(html, encoding="utf-8")
+            if label in ("relevant", "irrelevant"):
+                anchor_rows += _anchors(shadow, topic, html, site.url(page.path))
+    _write_anchors(out_dir / "samples" / "anchors.tsv", anchor_rows, rng, n_samples)
+
+
 def write_topic_dir(web: SandboxPages, build_web: Callable[..., SandboxPages], topic: str,
                     out_dir: Path, n_samples: int = 20, keywords_only: bool = False) -> Path:
     """Seeds, topic.toml and n_samples sample pages of each kind, plus anchors.tsv; with
     ``keywords_only`` seeds and topic.toml only.
 
     ``build_web(seed=, scale=)`` builds the shadow web the samples come from."""
-    if topic not in web.topics:
-        raise ValueError(f"unknown topic {topic!r}; the sandbox topics are {web.topics}")
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "seeds.txt").write_text("\n".join(_seeds(web, topic)) + "\n", encoding="utf-8")
-    (out_dir / "topic.toml").write_text(_topic_toml(topic), encoding="utf-8")
+    start_topic_dir(out_dir, topic, web.topics, _seeds(web, topic), _topic_toml(topic),
+                    n_samples, "sandbox")
     if keywords_only:
         log.info("sandbox: wrote topic directory %s for %s (keywords only)", out_dir, topic)
         return out_dir
-
     shadow = build_web(seed=web.seed * 7919 + SHADOW_SEED_SALT, scale=1.0)
     rng = random.Random(f"{web.seed}|samples|{topic}")
-    anchor_rows: list[tuple[str, str]] = []
-    for label, refs in _sample_sets(shadow, topic, rng, n_samples).items():
-        folder = out_dir / "samples" / label
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.html"):
-            old.unlink()
-        for number, (site, page) in enumerate(refs, start=1):
-            html = shadow.render_html(site, page, UTF8_META)
-            (folder / f"{number:04d}.html").write_text(html, encoding="utf-8")
-            if label in ("relevant", "irrelevant"):
-                anchor_rows += _anchors(shadow, topic, html, site.url(page.path))
-    _write_anchors(out_dir / "samples" / "anchors.tsv", anchor_rows, rng, n_samples)
+    write_samples(out_dir, _sample_sets(shadow, topic, rng, n_samples),
+                  lambda site, page: shadow.render_html(site, page, UTF8_META), shadow, topic,
+                  rng, n_samples)
     log.info("sandbox: wrote topic directory %s for %s", out_dir, topic)
     return out_dir

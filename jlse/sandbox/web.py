@@ -4,70 +4,31 @@ requests (``respond``), rendering each page once on first use.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
-from jlse.sandbox import extras, faults, hostile, search, sitemaps, stalls, topicdir
+from jlse.sandbox import extras, search, topicdir
 from jlse.sandbox import response as r
 from jlse.sandbox.generator import PageSpec, SitePlan, WebPlan, plan_web
 from jlse.sandbox.layout import UTF8_META, content_type, declared_meta, encode
 from jlse.sandbox.longtail import plan_discovery_web
 from jlse.sandbox.render_hub import render_hub_page
 from jlse.sandbox.render_site import render_site_page
+from jlse.sandbox.served import PageTruth, ServedWeb, SiteTruth, split_url
 from jlse.sandbox.vocab import CRAWL_TOPICS, DISTRACTOR_TOPICS
 
 log = logging.getLogger(__name__)
 
+__all__ = ["PageTruth", "SandboxWeb", "SiteTruth", "build_web", "split_url"]
+
 UNCRAWLABLE_KINDS = ("admin", "print")  # disallowed by every robots.txt (a 404 allows all)
 
 
-@dataclass(frozen=True)
-class PageTruth:
-    """What a page really is, independent of any classifier.
-
-    ``topic`` is a crawl topic, a distractor topic or "hub"; ``is_target`` marks detail pages
-    (products, reviews, recipes, articles...); ``crawlable`` is False when robots.txt keeps the
-    ``jlse`` user agent away (admin and print pages, the robots-500 and jlse-blocked sites).
-    """
-
-    url: str
-    site: str
-    topic: str
-    is_target: bool
-    lang: str
-    crawlable: bool = True
-
-
-@dataclass(frozen=True)
-class SiteTruth:
-    """What a site is about: the majority ``topic`` of its HTML pages and its ``share`` of them
-    (1.0 for a single-topic site); ``longtail`` marks the discovery layout's small sites."""
-
-    site: str
-    topic: str
-    share: float
-    n_pages: int
-    lang: str
-    longtail: bool = False
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """(host, path with query) of an http URL; lower-case host, default port dropped."""
-    parts = urlsplit(url.strip())
-    host = (parts.hostname or "").lower()
-    if parts.port not in (None, 80):
-        host = f"{host}:{parts.port}"
-    path = parts.path or "/"
-    return host, path + (f"?{parts.query}" if parts.query else "")
-
-
-class SandboxWeb:
+class SandboxWeb(ServedWeb):
     """The sandbox web: sites, pages, ground truth, and the answer to any request."""
 
     def __init__(self, plan: WebPlan) -> None:
@@ -77,16 +38,11 @@ class SandboxWeb:
         self.topics: list[str] = list(CRAWL_TOPICS)
         self.distractor_topics: list[str] = list(DISTRACTOR_TOPICS)
         self.sites: list[str] = [site.host for site in plan.sites]
-        self.fault_hosts: list[str] = [faults.FAULT_HOST, *faults.ROBOTS_HOSTS]
         self.discovery = any(site.spec.longtail for site in plan.sites)
         self.search_engine = search.SearchEngine(self.search_pages)
         self._cache: dict[str, bytes] = {}
 
     # --- ground truth ---
-    @property
-    def n_pages(self) -> int:
-        return sum(len(site.pages) for site in self.plan.sites)
-
     def _find(self, url: str) -> tuple[SitePlan, PageSpec] | None:
         host, path = split_url(url)
         site = self.plan.by_host.get(host)
@@ -110,20 +66,6 @@ class SandboxWeb:
                 page.kind not in UNCRAWLABLE_KINDS or site.spec.robots == "404"),
         )
 
-    def truth(self, url: str) -> PageTruth | None:
-        """The truth of an HTML page of the web; None for traps, faults and unknown URLs."""
-        found = self._find(url)
-        return None if found is None else self._truth_of(*found)
-
-    def iter_truth(self) -> Iterator[PageTruth]:
-        for site in self.plan.sites:
-            for page in site.pages.values():
-                yield self._truth_of(site, page)
-
-    def is_relevant(self, url: str, topic: str) -> bool:
-        found = self.truth(url)
-        return found is not None and found.topic == topic
-
     @cached_property
     def _site_truth(self) -> dict[str, SiteTruth]:
         truths = {}
@@ -135,50 +77,13 @@ class SandboxWeb:
                                           len(site.pages), site.language.lang, site.spec.longtail)
         return truths
 
-    def site_truth(self) -> dict[str, SiteTruth]:
-        """Every site's truth, by host (hubs have the topic "hub")."""
-        return dict(self._site_truth)
-
-    def is_relevant_site(self, host: str, topic: str) -> bool:
-        """Whether most (> 50%) of the pages of ``host`` (a host or a URL) are about ``topic``."""
-        if "/" in host:
-            host = split_url(host)[0]
-        truth = self._site_truth.get(host.lower())
-        return truth is not None and truth.topic == topic and truth.share > 0.5
-
-    def write_site_truth(self, path: str | Path) -> Path:
-        """JSON lines: site, topic, share, n_pages, lang, longtail."""
-        out = Path(path)
-        with out.open("w", encoding="utf-8") as handle:
-            for truth in self._site_truth.values():
-                handle.write(json.dumps(asdict(truth), ensure_ascii=False) + "\n")
-        return out
-
     def is_trap(self, url: str) -> bool:
         host, path = split_url(url)
         return host in self.plan.by_host and extras.is_trap_path(path)
 
-    def write_truth(self, path: str | Path) -> Path:
-        """JSON lines: url, site, topic, target, lang, crawlable."""
-        out = Path(path)
-        with out.open("w", encoding="utf-8") as handle:
-            for truth in self.iter_truth():
-                row = asdict(truth)
-                row["target"] = row.pop("is_target")
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return out
-
-    def robots_rules(self, host: str) -> str | None:
-        """The robots.txt text that applies to ``host``; None when it answers 404/500/nothing."""
-        host = host.lower()
-        if host in self.fault_hosts:
-            return faults.fault_robots_rules(host)
-        if stalls.serves(host):
-            return stalls.robots_rules(host)
-        if sitemaps.serves(host):
-            return sitemaps.robots_rules(host)
-        site = self.plan.by_host.get(host)
-        return None if site is None else extras.robots_text(site.spec)
+    def _site_robots(self, site: SitePlan) -> str | None:
+        """None when its robots.txt answers 404/500/nothing."""
+        return extras.robots_text(site.spec)
 
     def write_topic_dir(self, topic: str, out_dir: str | Path, n_samples: int = 20,
                         keywords_only: bool = False) -> Path:
@@ -221,18 +126,9 @@ class SandboxWeb:
         """The answer to ``GET http://host/path_qs``; None when the host does not exist."""
         host = host.lower()
         path, _, query = path_qs.partition("?")
-        if search.serves(host):
-            return self.search_engine.respond(path, query, state)
-        if host == faults.FAULT_HOST:
-            return faults.fault_response(path, query, state)
-        if host in faults.ROBOTS_HOSTS:
-            return faults.robots_host_response(host, path)
-        if stalls.serves(host):
-            return stalls.respond(host, path, query, state)
-        if sitemaps.serves(host):
-            return sitemaps.respond(path)
-        if hostile.serves(host):
-            return hostile.respond(host, path, query, state)
+        service, answer = self.service_response(host, path, query, state)
+        if service:
+            return answer
         site = self.plan.by_host.get(host)
         if site is None:
             return None

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from jlse.sandbox import topicdir as sandbox_topicdir
 from jlse.sandbox.realweb.plan import Page, RealPlan, SitePlan
-from jlse.sandbox.web import PageTruth
+from jlse.sandbox.served import PageTruth
+from jlse.sandbox.topicdir import start_topic_dir, write_samples
 
 log = logging.getLogger(__name__)
 
@@ -80,31 +80,14 @@ def write_topic_dir(web: _Web, shadow: Callable[[], _Web], topic: str, out_dir: 
                     n_samples: int = 20, keywords_only: bool = False) -> Path:
     """Seeds, topic.toml and ``n_samples`` sample pages of each kind plus anchors.tsv; with
     ``keywords_only`` seeds and topic.toml only. ``shadow()`` gives the test-split web."""
-    if topic not in web.topics:
-        raise ValueError(f"unknown topic {topic!r}; the real web's topics are {web.topics}")
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be at least 1, got {n_samples}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "seeds.txt").write_text("\n".join(seeds(web, topic)) + "\n", encoding="utf-8")
-    (out_dir / "topic.toml").write_text(topic_toml(topic), encoding="utf-8")
+    start_topic_dir(out_dir, topic, web.topics, seeds(web, topic), topic_toml(topic),
+                    n_samples, "real web's")
     if keywords_only:
         log.info("real web: wrote topic directory %s for %s (keywords only)", out_dir, topic)
         return out_dir
     samples = shadow()
     rng = random.Random(f"{web.seed}|samples|{topic}")
-    anchor_rows: list[tuple[str, str]] = []
-    for label, refs in _sample_sets(samples, topic, rng, n_samples).items():
-        folder = out_dir / "samples" / label
-        folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob("*.html"):
-            old.unlink()
-        for number, (plan, page) in enumerate(refs, start=1):
-            html = samples.render(plan, page)
-            (folder / f"{number:04d}.html").write_text(html, encoding="utf-8")
-            if label in ("relevant", "irrelevant"):
-                anchor_rows += sandbox_topicdir._anchors(samples, topic, html,
-                                                         plan.url(page.path))
-    sandbox_topicdir._write_anchors(out_dir / "samples" / "anchors.tsv", anchor_rows, rng,
-                                    n_samples)
+    write_samples(out_dir, _sample_sets(samples, topic, rng, n_samples), samples.render,
+                  samples, topic, rng, n_samples)
     log.info("real web: wrote topic directory %s for %s", out_dir, topic)
     return out_dir

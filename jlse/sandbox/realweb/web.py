@@ -5,24 +5,22 @@ directory writer use. ``build_real_web(seed, fraction)`` builds it.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
-from dataclasses import asdict
 from functools import cached_property
 from pathlib import Path
 from threading import Lock
 
-from jlse.sandbox import faults, hostile, search, sitemaps, stalls
 from jlse.sandbox import response as r
+from jlse.sandbox import search
 from jlse.sandbox.realweb import topicdir
 from jlse.sandbox.realweb.corpus import TOPICS, Doc, load_corpus
 from jlse.sandbox.realweb.links import neighbours
 from jlse.sandbox.realweb.plan import Page, RealPlan, SitePlan, plan_sites, stratified_slice
 from jlse.sandbox.realweb.render import render_page
-from jlse.sandbox.web import PageTruth, SiteTruth, split_url
+from jlse.sandbox.served import PageTruth, ServedWeb, SiteTruth, split_url
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +30,7 @@ SHADOW_SEED_SALT = 1_000_003
 LINK_PAGE_KINDS = ("home", "about", "category", "offer")  # topic "hub"
 
 
-class RealWeb:
+class RealWeb(ServedWeb):
     """The real-text web: 20 Newsgroups posts on ~25 ``*.real`` sites."""
 
     def __init__(self, plan: RealPlan, test_docs: list[Doc] | None = None) -> None:
@@ -42,7 +40,6 @@ class RealWeb:
         self.topics: list[str] = list(TOPICS)
         self.distractor_topics: list[str] = []
         self.sites: list[str] = [site.host for site in plan.sites]
-        self.fault_hosts: list[str] = [faults.FAULT_HOST, *faults.ROBOTS_HOSTS]
         self.discovery = False
         self.search_engine = search.SearchEngine(self.search_pages)
         self._test_docs = test_docs or []
@@ -50,10 +47,6 @@ class RealWeb:
         self._lock = Lock()
 
     # --- ground truth ---
-    @property
-    def n_pages(self) -> int:
-        return sum(len(site.pages) for site in self.plan.sites)
-
     def _find(self, url: str) -> tuple[SitePlan, Page] | None:
         host, path = split_url(url)
         site = self.plan.by_host.get(host)
@@ -71,32 +64,8 @@ class RealWeb:
                          is_target=page.kind == "article", lang="en",
                          crawlable=not site.disallowed(page.path))
 
-    def truth(self, url: str) -> PageTruth | None:
-        """The truth of an HTML page of the web; None for fault hosts and unknown URLs."""
-        found = self._find(url)
-        return None if found is None else self._truth_of(*found)
-
-    def iter_truth(self) -> Iterator[PageTruth]:
-        for site in self.plan.sites:
-            for page in site.pages.values():
-                yield self._truth_of(site, page)
-
-    def is_relevant(self, url: str, topic: str) -> bool:
-        found = self.truth(url)
-        return found is not None and found.topic == topic
-
     def is_trap(self, url: str) -> bool:
         return False  # the real web has no spider traps
-
-    def write_truth(self, path: str | Path) -> Path:
-        """JSON lines: url, site, topic, target, lang, crawlable (as ``SandboxWeb``'s)."""
-        out = Path(path)
-        with out.open("w", encoding="utf-8") as handle:
-            for truth in self.iter_truth():
-                row = asdict(truth)
-                row["target"] = row.pop("is_target")
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return out
 
     @cached_property
     def _site_truth(self) -> dict[str, SiteTruth]:
@@ -108,36 +77,7 @@ class RealWeb:
                                           len(site.pages), "en")
         return truths
 
-    def site_truth(self) -> dict[str, SiteTruth]:
-        """Every site's truth, by host: its majority topic and that topic's share of pages."""
-        return dict(self._site_truth)
-
-    def is_relevant_site(self, host: str, topic: str) -> bool:
-        """Whether most (> 50%) of the pages of ``host`` (a host or a URL) are about ``topic``."""
-        if "/" in host:
-            host = split_url(host)[0]
-        truth = self._site_truth.get(host.lower())
-        return truth is not None and truth.topic == topic and truth.share > 0.5
-
-    def write_site_truth(self, path: str | Path) -> Path:
-        out = Path(path)
-        with out.open("w", encoding="utf-8") as handle:
-            for truth in self._site_truth.values():
-                handle.write(json.dumps(asdict(truth), ensure_ascii=False) + "\n")
-        return out
-
-    def robots_rules(self, host: str) -> str | None:
-        """The robots.txt text that applies to ``host``; None when there is none."""
-        host = host.lower()
-        if host in self.fault_hosts:
-            return faults.fault_robots_rules(host)
-        if stalls.serves(host):
-            return stalls.robots_rules(host)
-        if sitemaps.serves(host):
-            return sitemaps.robots_rules(host)
-        site = self.plan.by_host.get(host)
-        if site is None:
-            return None
+    def _site_robots(self, site: SitePlan) -> str | None:
         lines = ["User-agent: *"]
         if site.site.crawl_delay:
             lines.append(f"Crawl-delay: {site.site.crawl_delay}")
@@ -192,18 +132,9 @@ class RealWeb:
         """The answer to ``GET http://host/path_qs``; None when the host does not exist."""
         host = host.lower()
         path, _, query = path_qs.partition("?")
-        if search.serves(host):
-            return self.search_engine.respond(path, query, state)
-        if host == faults.FAULT_HOST:
-            return faults.fault_response(path, query, state)
-        if host in faults.ROBOTS_HOSTS:
-            return faults.robots_host_response(host, path)
-        if stalls.serves(host):
-            return stalls.respond(host, path, query, state)
-        if sitemaps.serves(host):
-            return sitemaps.respond(path)
-        if hostile.serves(host):
-            return hostile.respond(host, path, query, state)
+        service, answer = self.service_response(host, path, query, state)
+        if service:
+            return answer
         if host not in self.plan.by_host:
             return None
         if path == "/robots.txt":
