@@ -12,7 +12,7 @@ log and layer model are thread-safe (a lock, an atomic swap).
 | ``bfs``        | 1 (discovery order)                                        | none  |
 | ``best-first`` | P(relevant \\| page)                                        | soft  |
 | ``ata``        | formula (10) with sim = anchor similarity                  | hard  |
-| ``jlse``       | max(P(relevant \\| page), tunnel) · max(anchor, Q-learned) | soft  |
+| ``jlse``       | (P(relevant \\| page) or tunnel) · max(anchor, Q-learned) | soft  |
 | ``jlse-paper`` | formula (10) with sim = max(anchor, Q-learned) (§1.10)    | hard  |
 | ``jlse-product`` | P(relevant \\| page) · sim                                | hard  |
 | ``opic``       | the page's cash split by anchor relevance (``models.opic``) | none  |
@@ -177,9 +177,12 @@ class JointLinkSimilarityProduct(JointLinkSimilarity):
 class LearnedTunnelling(JointLinkSimilarity):
     """The default JLSE: the product variant with a tunnel, and soft focus.
 
-    ``priority(i) = max(P(relevant | page), tunnel_weight) * max(sim_anchor(i),
-    sim_predicted(i))``, and irrelevant pages are expanded too (their links rank low unless the
-    Q-table vouches for them strongly).
+    ``priority(i) = r * max(sim_anchor(i), sim_predicted(i))`` with r = P(relevant | page) on a
+    page judged relevant and r = ``tunnel_weight`` on one judged irrelevant; irrelevant pages are
+    expanded too (their links rank low unless the Q-table vouches for them strongly). An
+    irrelevant page passes on the tunnel weight, not its own P: a page just below the threshold
+    (common on real text, where topics overlap) would otherwise lead almost as strongly as a
+    relevant one (README, "Efficiency on the real-text web").
     Why it differs from formula (10), measured in the README: sharing P among the out-links
     ranks a link by how few siblings it has; multiplying the Q-learned evidence by P(page)
     silences it exactly where it matters, on the irrelevant hub pages on the way to relevant
@@ -200,7 +203,9 @@ class LearnedTunnelling(JointLinkSimilarity):
         if len(urls) == 0:
             return np.zeros(0)
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
-        relevance = max(_relevance_or_one(page_relevance), self.tunnel_weight)
+        relevance = _relevance_or_one(page_relevance)
+        if relevance < self.relevance_threshold:
+            relevance = self.tunnel_weight
         return relevance * np.maximum(sim_anchor, sim_predicted)
 
 

@@ -116,6 +116,8 @@ def test_default_jlse_scales_joint_similarity_by_relevance_with_a_floor() -> Non
     assert relevant == pytest.approx([0.7 * 0.9, 0.7 * 0.8, 0.7 * 0.2])  # not shared out
     hub = jlse.score_links(0.001, 0, ANCHORS, URLS, CONTEXTS)  # an irrelevant page
     assert hub == pytest.approx([0.1 * 0.9, 0.1 * 0.8, 0.1 * 0.2])  # the tunnel floor
+    near = jlse.score_links(0.45, 0, ANCHORS, URLS, CONTEXTS)  # judged irrelevant, just below
+    assert near == pytest.approx(hub)  # passes on the tunnel weight, not its own P
 
 
 def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
