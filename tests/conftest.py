@@ -7,6 +7,7 @@ Real services only. If PostgreSQL is not reachable the tests fail with a clear m
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +15,15 @@ import pytest
 
 PG_ADMIN_URL = os.environ.get("JLSE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 SESSION_TAG = uuid.uuid4().hex[:10]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Ctrl+C tests send SIGINT to the crawls they start. A test run started in the
+    background of a shell without job control (``cmd &`` in a script) inherits SIGINT ignored,
+    and so would every crawl it starts: give the children Python's own handler instead (an
+    ignored signal stays ignored across exec; a handled one is reset to the default)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _pg_admin_connection():
