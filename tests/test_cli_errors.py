@@ -216,8 +216,7 @@ def test_unreachable_seeds_are_said_early(topic, tmp_path):
     try:
         assert _stderr_until(proc, "no seed host could be reached so far", 60) < 60
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        _interrupt(proc)
     assert proc.returncode == 130
 
 
@@ -235,10 +234,21 @@ def test_distributed_crawl_without_dispatcher_or_worker_says_so(tmp_path, pg_sto
         _stderr_until(proc, "is the dispatcher running?", 60)
         _stderr_until(proc, "no fetch worker answered", 30)
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        _interrupt(proc)
         _delete_keys(prefix)
     assert proc.returncode == 130
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    """Ctrl+C for a crawl; one that does not end within a minute is killed (a crawl left
+    running would go on using the session's services) and the test fails."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the crawl did not end within 60 s of Ctrl+C")
 
 
 def _delete_keys(prefix: str) -> None:

@@ -8,11 +8,38 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from jlse.sandbox.stalls import HUB_HOST, NORMAL_HOST
 
 REPO = Path(__file__).resolve().parent.parent
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_crawl_left_running() -> Iterator[None]:
+    """A crawl a failed test leaves running would go on requesting from the session's sandbox
+    and upset the request counts of later tests: kill it."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """(stdout, stderr) of a crawl; on a timeout, its last log lines in the failure."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the crawl did not end within {timeout:.0f} s; its log ends:\n"
+                    f"{err[-3000:]}")
 
 
 def start_crawl(sandbox, tmp_path: Path, seeds: list[str], max_pages: int,
@@ -25,8 +52,10 @@ def start_crawl(sandbox, tmp_path: Path, seeds: list[str], max_pages: int,
             "--no-progress", "--json", "--set", f"proxy={sandbox.proxy_url}"]
     for key, value in settings.items():
         args += ["--set", f"{key}={value}"]
-    return subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    _started.append(proc)
+    return proc
 
 
 def test_ctrl_c_ends_a_crawl_with_headers_trickling_in(sandbox, tmp_path):
@@ -38,7 +67,7 @@ def test_ctrl_c_ends_a_crawl_with_headers_trickling_in(sandbox, tmp_path):
     assert proc.poll() is None, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)
     signalled = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    out, err = finish(proc, timeout=60)
     assert proc.returncode == 130, err[-2000:]
     assert time.monotonic() - signalled < 10.0
     assert json.loads(out)["reason"] == "interrupted"
@@ -51,7 +80,7 @@ def test_hanging_robots_txt_does_not_starve_a_normal_site(sandbox, tmp_path):
     proc = start_crawl(sandbox, tmp_path, [f"http://{HUB_HOST}/?hang=300",
                                            f"http://{NORMAL_HOST}/"], 60,
                        politeness_delay=0.05, robots_deadline=2.0)
-    out, err = proc.communicate(timeout=300)  # a loaded CI machine
+    out, err = finish(proc, timeout=300)  # a loaded CI machine
     assert proc.returncode == 0, err[-2000:]
     assert json.loads(out)["reason"] == "page budget reached"
     normal = [entry for entry in sandbox.log if entry.host == NORMAL_HOST]
