@@ -73,24 +73,10 @@ def test_ctrl_c_ends_a_crawl_with_headers_trickling_in(sandbox, tmp_path):
     assert json.loads(out)["reason"] == "interrupted"
 
 
-@pytest.fixture
-def own_sandbox(sandbox_web) -> Iterator:
-    """A sandbox server of this test's own: the session's may still hold the hanging and
-    trickling connections of earlier tests, which a crawl's timing then depends on."""
-    from jlse.sandbox import SandboxServer
-
-    server = SandboxServer(sandbox_web)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def test_hanging_robots_txt_does_not_starve_a_normal_site(own_sandbox, tmp_path):
+def test_hanging_robots_txt_does_not_starve_a_normal_site(sandbox, tmp_path):
     """300 hosts whose robots.txt hangs, seeded before a normal site: the normal site's pages
     still fill the budget (robots.txt has its own deadline and slots)."""
-    sandbox = own_sandbox
+    sandbox.clear_log()
     proc = start_crawl(sandbox, tmp_path, [f"http://{HUB_HOST}/?hang=300",
                                            f"http://{NORMAL_HOST}/"], 60,
                        politeness_delay=0.05, robots_deadline=2.0)
