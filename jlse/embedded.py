@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from jlse.progress import CrawlProgress
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
 from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.metrics import serve_crawl
+from jlse.scheduler.urls import host_of
 from jlse.settings import Settings
 from jlse.workers.engine import CrawlEngine
 from jlse.workers.page_pool import ThreadPagePool
@@ -26,12 +28,43 @@ from jlse.workers.pipeline import PageResult
 log = logging.getLogger(__name__)
 
 
+class RobotsKnownHosts:
+    """The hosts whose robots.txt the page processes have at hand (the last ``size`` seen).
+
+    A page of another host first waits for its host's robots.txt, which may take up to
+    ``robots_deadline`` and never fetches the page in the same task (the pipeline sends it back
+    to the frontier): such a page holds no budget slot while in flight, so hosts whose
+    robots.txt hangs cannot hold the last budget slots while a known host's pages wait."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self.size = size
+        self._hosts: OrderedDict[str, None] = OrderedDict()
+
+    def holds(self, url: str) -> bool:
+        """Whether a page of ``url`` holds a budget slot while in flight."""
+        return host_of(url) in self._hosts
+
+    def learn(self, result: PageResult) -> None:
+        if result.robots_ready is None:
+            return
+        host = host_of(result.task.url)
+        if not result.robots_ready:
+            self._hosts.pop(host, None)
+            return
+        self._hosts[host] = None
+        self._hosts.move_to_end(host)
+        if len(self._hosts) > self.size:
+            self._hosts.popitem(last=False)
+
+
 class EmbeddedCrawler:
     def __init__(self, settings: Settings, engine: CrawlEngine,
                  progress: CrawlProgress | None = None, pool: ThreadPagePool | None = None,
                  model_version: Callable[[], int] = lambda: 0) -> None:
         if not isinstance(engine.frontier, LocalFrontier):
             raise TypeError("the embedded crawl runs on a LocalFrontier")
+        if not engine.pipeline.robots_turn:
+            raise TypeError("the embedded crawl needs build_engine(..., robots_turn=True)")
         self.settings = settings
         self.engine = engine
         self.frontier: LocalFrontier = engine.frontier
@@ -43,6 +76,7 @@ class EmbeddedCrawler:
         # when nothing is in flight and the next URL is further away (a discovery round)
         self.idle_return: float | None = None
         self._next_low_at = 0.0  # monotonic time before which no "low" URL starts
+        self._robots_known = RobotsKnownHosts()
         self._stopping = False
 
     @property
@@ -76,7 +110,8 @@ class EmbeddedCrawler:
         """Crawl until the page budget, an empty frontier or ``stop``; returns why it ended.
 
         The budget counts pages written plus pages in flight, except stragglers (in flight for
-        ``straggler_seconds`` or more): another page starts in a straggler's place, so a page
+        ``straggler_seconds`` or more) and pages whose host's robots.txt is not known yet
+        (``RobotsKnownHosts``): another page starts in their place, so a page or a robots.txt
         that hangs never holds the crawl. When the budget is written, the pages still in
         flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
         metrics = serve_crawl(self.settings.metrics_port, self.frontier, self.model_version) \
@@ -123,7 +158,7 @@ class EmbeddedCrawler:
         concurrency = self.settings.concurrency
         while True:
             in_flight = len(pool.in_flight())
-            holding = in_flight - pool.stragglers(self.settings.straggler_seconds)
+            holding = pool.holding(self.settings.straggler_seconds)
             if holding >= concurrency or in_flight >= 2 * concurrency:
                 return
             if self.fetched() + holding >= self.settings.max_pages:
@@ -135,7 +170,7 @@ class EmbeddedCrawler:
             if not self.engine.admit(task):
                 self._show(counted=False)
                 continue
-            pool.submit(task, self.model_version())
+            pool.submit(task, self.model_version(), self._robots_known.holds(task.url))
             if task.priority < low_below:
                 self._next_low_at = time.monotonic() + self.settings.politeness_delay
 
@@ -170,6 +205,7 @@ class EmbeddedCrawler:
             self._write_all(pool.collect(timeout=min(left, 0.2)))
 
     def _write(self, result: PageResult) -> None:
+        self._robots_known.learn(result)
         self.engine.write(result)
         counted = result.fetch is not None and result.fetch.outcome not in UNCOUNTED_OUTCOMES
         self._show(counted)

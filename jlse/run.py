@@ -112,7 +112,8 @@ def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, mo
     progress bar."""
     frontier, ledger = local_backends(settings, store if resuming else None)
     engine = build_engine(settings, store, frontier, ledger, strategy, model, workdir / "pages",
-                          on_targets=None if learner is None else learner.notify)
+                          on_targets=None if learner is None else learner.notify,
+                          robots_turn=True)
     pool = None
     processes = page_processes(settings, strategy)
     if processes:

@@ -79,15 +79,17 @@ def test_a_killed_page_process_gives_its_pages_back(process_pool):
     assert [r.task.url_id for r in collect_all(process_pool, 1)] == [99]
 
 
-def test_stragglers_are_counted_and_abandoned() -> None:
+def test_stragglers_hold_no_budget_slot_and_are_abandoned() -> None:
     RELEASE.clear()
     pool = ThreadPagePool(fake_page, threads=4)
     pool.submit(CrawlTask(url="http://a.test/hang", url_id=1))
     pool.submit(CrawlTask(url="http://b.test/ok", url_id=2))
+    pool.submit(CrawlTask(url="http://c.test/hang", url_id=3), holds_budget=False)
     assert [r.task.url_id for r in collect_all(pool, 1)] == [2]
+    assert pool.holding(straggler_after=60) == 1  # the page of a host without robots.txt: 0
     time.sleep(0.3)
-    assert pool.stragglers(after=0.2) == 1 and pool.stragglers(after=60) == 0
-    assert [t.url_id for t in pool.abandon()] == [1]
+    assert pool.holding(straggler_after=0.2) == 0 and pool.holding(straggler_after=60) == 1
+    assert sorted(t.url_id for t in pool.abandon()) == [1, 3]
     RELEASE.set()
     assert pool.collect(timeout=0.5) == []  # the abandoned page's late result is dropped
     pool.close()

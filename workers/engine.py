@@ -266,10 +266,11 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
                  strategy: Strategy, model: TopicModel | None,
                  pages_dir: Path | str | None = None,
                  on_targets: Callable[[int], None] | None = None,
-                 warc_dir: Path | str | None = None) -> CrawlEngine:
+                 warc_dir: Path | str | None = None, robots_turn: bool = False) -> CrawlEngine:
     """A crawl's engine from its settings and backends: fetcher (archiving to WARC files in
     ``warc_dir``, default ``pages_dir``'s sibling ``warc``, when ``warc`` is on), robots.txt
-    cache, trap filter, page repository and pipeline."""
+    cache, trap filter, page repository and pipeline (``robots_turn``: see PagePipeline; the
+    embedded runner needs it)."""
     if warc_dir is None and pages_dir:
         warc_dir = Path(pages_dir).parent / "warc"
     fetcher = make_fetcher(settings, warc_dir)
@@ -278,7 +279,7 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
     keep_pages = pages_dir and settings.store_pages and settings.warc != "only"
     pages = PageRepository(pages_dir) if keep_pages else None
     pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
-                            traps.child_pattern_run, pages)
+                            traps.child_pattern_run, pages, robots_turn)
     if settings.sitemaps:
         pipeline.sitemaps = SitemapSource(settings, fetcher, robots, strategy_scorer(strategy))
     return CrawlEngine(settings, store, frontier, ledger, pipeline, traps, on_targets)

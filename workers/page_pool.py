@@ -41,6 +41,7 @@ class InFlight:
     task: CrawlTask
     started: float  # monotonic
     worker: int = 0  # the page process running it
+    holds_budget: bool = True  # False: its host's robots.txt is not known yet (see holding)
 
 
 class ThreadPagePool:
@@ -57,9 +58,9 @@ class ThreadPagePool:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, task: CrawlTask, model_version: int = 0) -> None:
+    def submit(self, task: CrawlTask, model_version: int = 0, holds_budget: bool = True) -> None:
         self._next_id += 1
-        self._in_flight[self._next_id] = InFlight(task, self._clock())
+        self._in_flight[self._next_id] = InFlight(task, self._clock(), holds_budget=holds_budget)
         self._tasks.put((self._next_id, task))
 
     def collect(self, timeout: float) -> list[PageResult]:
@@ -80,10 +81,12 @@ class ThreadPagePool:
     def in_flight(self) -> list[InFlight]:
         return list(self._in_flight.values())
 
-    def stragglers(self, after: float) -> int:
-        """Pages in flight for ``after`` seconds or more."""
+    def holding(self, straggler_after: float) -> int:
+        """Pages in flight that hold a budget slot: submitted as holding one, and in flight
+        for less than ``straggler_after`` seconds."""
         now = self._clock()
-        return sum(now - page.started >= after for page in self._in_flight.values())
+        return sum(page.holds_budget and now - page.started < straggler_after
+                   for page in self._in_flight.values())
 
     def take_lost(self) -> list[CrawlTask]:
         """Tasks whose page process died: the caller queues them again (none for threads)."""
@@ -142,10 +145,10 @@ class ProcessPagePool(ThreadPagePool):
             self._conns.append(mine)
             self._procs.append(proc)
 
-    def submit(self, task: CrawlTask, model_version: int = 0) -> None:
+    def submit(self, task: CrawlTask, model_version: int = 0, holds_budget: bool = True) -> None:
         worker = self._worker_for(task.url)
         self._next_id += 1
-        self._in_flight[self._next_id] = InFlight(task, self._clock(), worker)
+        self._in_flight[self._next_id] = InFlight(task, self._clock(), worker, holds_budget)
         message = json.dumps([self._next_id, task.to_dict(), model_version], ensure_ascii=False)
         try:
             self._conns[worker].send_bytes(message.encode("utf-8", "surrogatepass"))

@@ -54,6 +54,10 @@ class PageResult:
     requeue_after: float | None = None  # robots.txt unavailable: try the host again later
     retry_in: float | None = None  # the request failed (5xx, network): retry after this wait
     postpone: float | None = None  # not fetched yet (robots.txt pending or just fetched)
+    # the host's robots.txt rules were at hand (True), are still awaited (False: pending or
+    # unavailable), or were not consulted (None); the embedded runner counts a host's pages
+    # in flight against the budget only once its robots.txt is at hand
+    robots_ready: bool | None = None
     crawl_delay: float | None = None
     links: list[NewLink] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage
@@ -68,6 +72,7 @@ class PageResult:
                                                              self.rejected[1]],
             "requeue_after": self.requeue_after, "crawl_delay": self.crawl_delay,
             "retry_in": self.retry_in, "postpone": self.postpone,
+            "robots_ready": self.robots_ready,
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
                        link.priority, link.pattern_run, link.redirect_hops]
                       for link in self.links],
@@ -84,6 +89,7 @@ class PageResult:
             rejected=None if rejected is None else (Outcome(rejected[0]), rejected[1]),
             requeue_after=data["requeue_after"], crawl_delay=data["crawl_delay"],
             retry_in=data["retry_in"], postpone=data["postpone"],
+            robots_ready=data["robots_ready"],
             links=[NewLink(url, parent, depth, anchor, context, priority, run, hops)
                    for url, parent, depth, anchor, context, priority, run, hops
                    in data["links"]],
@@ -114,8 +120,14 @@ class PagePipeline:
         model: TopicModel | None,
         child_pattern_run: Callable[[str, int, str], int],
         pages: PageRepository | None = None,
+        robots_turn: bool = False,
     ) -> None:
         self.settings = settings
+        # a task that fetches its host's robots.txt ends there, its page going back to the
+        # frontier (the embedded runner; see jlse.embedded.RobotsKnownHosts), or goes on to
+        # the page when the host's delay allows (a distributed worker: the next task of the
+        # host may go to another worker, which would fetch robots.txt again)
+        self.robots_turn = robots_turn
         self.fetcher = fetcher
         self.robots = robots
         self.strategy = strategy
@@ -137,7 +149,7 @@ class PagePipeline:
         return result
 
     def _process(self, task: CrawlTask, watch: _Stopwatch) -> PageResult:
-        result = PageResult(task)
+        result = PageResult(task, robots_ready=True if self.robots is None else None)
         if self.robots is not None and not self._robots_allow(task, result):
             return result
         if self.sitemaps is not None and self._sitemap_turn(task, result):
@@ -167,6 +179,7 @@ class PagePipeline:
         if verdict.sitemaps and self.sitemaps is not None:
             self.sitemaps.found(task.url, verdict.sitemaps)
         result.crawl_delay = verdict.crawl_delay
+        result.robots_ready = not (verdict.pending or verdict.unavailable)
         if verdict.pending:  # every robots.txt slot is busy: the URL waits in the frontier
             result.postpone = verdict.retry_after or self.settings.robots_deadline
             return False
@@ -177,8 +190,8 @@ class PagePipeline:
             result.rejected = (Outcome.ROBOTS_DISALLOWED, "disallowed by robots.txt")
             return False
         delay = max(self.settings.politeness_delay, verdict.crawl_delay or 0.0)
-        if verdict.fetched and delay > 0:  # robots.txt was just requested from this host:
-            result.postpone = delay  # the page waits the host's delay in the frontier
+        if verdict.fetched and (delay > 0 or self.robots_turn):  # robots.txt was just
+            result.postpone = delay  # requested: the page waits the host's delay in the frontier
             return False
         return True
 

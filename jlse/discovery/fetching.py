@@ -99,7 +99,7 @@ class PageFetcher:
         strategy = make_strategy("bfs", self.settings)
         self.pages_dir = workdir / "pages"
         self.engine = build_engine(self.settings, store, self.frontier, ledger, strategy, model,
-                                   self.pages_dir)
+                                   self.pages_dir, robots_turn=True)
         self.engine.on_written = self._written
         self.repository = PageRepository(self.pages_dir)
         self.progress = progress
