@@ -111,7 +111,7 @@ class Settings:
     bm25_k1: float = 2.0
     bm25_b: float = 0.75
     field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
-    tunnel_weight: float = 0.02  # jlse: irrelevant pages pass on at least this relevance
+    tunnel_weight: float = 0.0  # jlse: the relevance a page judged irrelevant passes on
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link

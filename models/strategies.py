@@ -175,23 +175,25 @@ class JointLinkSimilarityProduct(JointLinkSimilarity):
 
 
 class LearnedTunnelling(JointLinkSimilarity):
-    """The default JLSE: the product variant with a tunnel, and soft focus.
+    """The default JLSE: the product variant with soft focus.
 
     ``priority(i) = r * max(sim_anchor(i), sim_predicted(i))`` with r = P(relevant | page) on a
-    page judged relevant and r = ``tunnel_weight`` on one judged irrelevant; irrelevant pages are
-    expanded too (their links rank low unless the Q-table vouches for them strongly). An
-    irrelevant page passes on the tunnel weight, not its own P: a page just below the threshold
-    (common on real text, where topics overlap) would otherwise lead almost as strongly as a
-    relevant one (README, "Efficiency on the real-text web").
+    page judged relevant and r = ``tunnel_weight`` (default 0) on one judged irrelevant.
+    Irrelevant pages are expanded too, but their links wait below every link of a relevant page
+    (the lowest of which is about ``relevance_threshold`` x the anchor floor, 0.005): they are
+    fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
+    through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
+    2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
+    of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left
+    its topic's sites after 100 pages (README, "Efficiency on the real-text web").
     Why it differs from formula (10), measured in the README: sharing P among the out-links
-    ranks a link by how few siblings it has; multiplying the Q-learned evidence by P(page)
-    silences it exactly where it matters, on the irrelevant hub pages on the way to relevant
-    sites (delayed benefit); and hard focus never fetches those hubs, so G_w never learns them.
+    ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
+    to hub-only sites, so the crawl runs dry and G_w never learns them.
     """
 
     name = "jlse"
 
-    def __init__(self, evaluator: Any, tunnel_weight: float = 0.25, **base: Any) -> None:
+    def __init__(self, evaluator: Any, tunnel_weight: float = 0.0, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
 
