@@ -94,6 +94,7 @@ class Settings:
     # ahead every second (capped at lease_seconds): a dead worker's URLs come back this soon
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
+    balance_scripts: bool = True  # nb: samples weighted to the same share of Chinese pages per class
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
     # --- outputs (WARC files, sitemaps, metrics) ---
     warc: str = "off"  # off | also (WARC files and the page repository) | only (WARC files)

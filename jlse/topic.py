@@ -183,6 +183,13 @@ def read_samples(folder: Path, keywords: list[str]) -> TopicSamples:
     )
 
 
+def new_topic_model(settings: Settings) -> TopicModel:
+    """An unfitted topic model as ``settings`` configure it (the crawl's and ``jlse train``'s)."""
+    return TopicModel(relevance_threshold=settings.relevance_threshold,
+                      anchor_floor=settings.anchor_floor, page_classifier=settings.page_classifier,
+                      balance_scripts=settings.balance_scripts)
+
+
 def build_topic_model(topic: Topic) -> TopicModel | None:
     """The saved model of ``topic/model/`` when it loads and fits the topic as it is now, else
     a model fitted from the samples; None when the topic has no samples or keywords."""
@@ -195,11 +202,7 @@ def build_topic_model(topic: Topic) -> TopicModel | None:
         topic.model_origin = (f"loaded from {topic.path / MODEL_DIR} (jlse train): "
                               f"{relevance_reason(topic, saved.sources_['relevance'])}")
         return saved
-    model = TopicModel(
-        relevance_threshold=topic.settings.relevance_threshold,
-        anchor_floor=topic.settings.anchor_floor,
-        page_classifier=topic.settings.page_classifier,
-    )
+    model = new_topic_model(topic.settings)
     try:
         model.fit(topic.samples)
     except ValueError as exc:
@@ -297,7 +300,7 @@ def _stale_reason(model: TopicModel, topic: Topic) -> str:
     if model.fingerprint_ != topic.samples.fingerprint():
         return "the samples or keywords changed since it was trained"
     settings = topic.settings
-    for name in ("page_classifier", "relevance_threshold", "anchor_floor"):
+    for name in ("page_classifier", "relevance_threshold", "anchor_floor", "balance_scripts"):
         if getattr(model, name) != getattr(settings, name):
             return f"{name} is {getattr(settings, name)!r}, the model has {getattr(model, name)!r}"
     return ""

@@ -23,13 +23,14 @@ from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes
 from jlse.models.naive_bayes import NaiveBayesTextClassifier
 from jlse.models.persist import read_model_header, save_topic_model
 from jlse.models.result_page import ResultPageClassifier
-from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
+from jlse.models.topic_model import TopicSamples, cv_fold_scores
 from jlse.models.vsm import PositionVSM
 from jlse.topic import (
     MODEL_DIR,
     PAGE_CV_KEYS,
     TopicError,
     load_topic,
+    new_topic_model,
     relevance_reason,
     warn_if_at_chance,
 )
@@ -113,8 +114,7 @@ def train_topic(topic_dir: Path, out_dir: Path | None = None, folds: int = 5) ->
     topic = load_topic(topic_dir)
     out_dir = Path(out_dir) if out_dir is not None else Path(topic_dir) / MODEL_DIR
     settings = topic.settings
-    model = TopicModel(relevance_threshold=settings.relevance_threshold,
-                       anchor_floor=settings.anchor_floor, page_classifier=settings.page_classifier)
+    model = new_topic_model(settings)
     try:
         model.fit(topic.samples)
     except ValueError as exc:

@@ -69,11 +69,35 @@ def binary_labels(labels: Sequence[int], n_samples: int, what: str) -> np.ndarra
     return y
 
 
+def is_chinese(text: str, share: float = 0.3) -> bool:
+    """Whether Han characters make up at least ``share`` of the text's letters."""
+    letters = [ch for ch in text[:4000] if ch.isalpha()]
+    han = sum("\u4e00" <= ch <= "\u9fff" for ch in letters)
+    return bool(letters) and han >= share * len(letters)
+
+
+def script_balanced_weights(texts: Sequence[str], labels: np.ndarray) -> np.ndarray:
+    """Sample weights giving each class the same share of Chinese texts (the share of both
+    classes pooled), each class keeping its total weight (its prior)."""
+    chinese = np.array([is_chinese(text) if isinstance(text, str) else False for text in texts])
+    target = chinese.mean()
+    weights = np.ones(len(texts))
+    for label in (0, 1):
+        in_class = labels == label
+        share = chinese[in_class].mean()
+        if 0.0 < share < 1.0 and 0.0 < target < 1.0:
+            weights[in_class & chinese] = target / share
+            weights[in_class & ~chinese] = (1 - target) / (1 - share)
+    return weights
+
+
 class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
     """P(relevant | text) by multinomial NB over :func:`models.tokenizer.tokenize` tokens.
 
     ``max_chars`` bounds the characters tokenised per text (:func:`text_sample`; speed on long
-    pages); ``evidence_tokens`` is the temperature of the module docstring (``None``: plain NB).
+    pages); ``evidence_tokens`` is the temperature of the module docstring (``None``: plain NB);
+    ``balance_scripts`` weights the samples so both classes hold the same share of Chinese
+    texts (:func:`script_balanced_weights`).
     """
 
     def __init__(
@@ -83,11 +107,13 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
         evidence_tokens: int | None = 10,
+        balance_scripts: bool = False,
     ) -> None:
         self.alpha = alpha
         self.max_features = max_features
         self.max_chars = max_chars
         self.evidence_tokens = evidence_tokens
+        self.balance_scripts = balance_scripts
 
     def fit(self, texts: Sequence[str], labels: Sequence[int]) -> Self:
         y = binary_labels(labels, len(texts), "NaiveBayesTextClassifier.fit")
@@ -98,7 +124,8 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
             counts = self.vectorizer_.fit_transform(self._capped(texts))
         except ValueError as exc:  # CountVectorizer: "empty vocabulary"
             raise ValueError(f"NaiveBayesTextClassifier.fit: no usable words in the samples ({exc})") from None
-        self.nb_ = MultinomialNB(alpha=self.alpha).fit(counts, y)
+        weights = script_balanced_weights(texts, y) if self.balance_scripts else None
+        self.nb_ = MultinomialNB(alpha=self.alpha).fit(counts, y, sample_weight=weights)
         self.classes_ = self.nb_.classes_
         log_prob = self.nb_.feature_log_prob_
         self.word_log_ratio_ = log_prob[1] - log_prob[0]

@@ -112,13 +112,14 @@ class TopicModel:
     and link-text relevance. ``page_classifier`` is one of :data:`PAGE_CLASSIFIERS`."""
 
     def __init__(self, relevance_threshold: float = 0.5, anchor_floor: float = 0.01,
-                 page_classifier: str = "nb") -> None:
+                 page_classifier: str = "nb", balance_scripts: bool = True) -> None:
         if page_classifier not in PAGE_CLASSIFIERS:
             raise ValueError(f"page_classifier: unknown {page_classifier!r}; "
                              f"available: {', '.join(PAGE_CLASSIFIERS)}")
         self.relevance_threshold = relevance_threshold
         self.anchor_floor = anchor_floor
         self.page_classifier = page_classifier
+        self.balance_scripts = balance_scripts  # the page NB: see NaiveBayesTextClassifier
 
     def fit(self, samples: TopicSamples) -> Self:
         """Fit every part the samples allow; ``self.sources_`` names what each part uses
@@ -203,7 +204,7 @@ class TopicModel:
             vsm = PositionVSM(samples.keywords)
             if vsm.usable:
                 return vsm
-        return NaiveBayesTextClassifier()
+        return NaiveBayesTextClassifier(balance_scripts=self.balance_scripts)
 
     def _fit_relevance(self, samples: TopicSamples) -> tuple[str, Any]:
         has_pages = bool(samples.relevant and samples.irrelevant)
@@ -216,7 +217,8 @@ class TopicModel:
             texts, labels = _labelled(samples.relevant, samples.irrelevant)
             if self.page_classifier == "kde-nb":
                 return "page_kde_nb", KDENaiveBayes().fit(texts, labels)
-            return "page_nb", NaiveBayesTextClassifier().fit(texts, labels)
+            page_nb = NaiveBayesTextClassifier(balance_scripts=self.balance_scripts)
+            return "page_nb", page_nb.fit(texts, labels)
         if samples.relevant or samples.irrelevant:
             logger.warning("topic: page samples of one class only; not enough for the page classifier")
         vsm = PositionVSM(samples.keywords)
@@ -277,7 +279,8 @@ class TopicModel:
             parts[part] = {"class": type(model).__name__, "state": header}
         header = {
             "params": {"relevance_threshold": self.relevance_threshold,
-                       "anchor_floor": self.anchor_floor, "page_classifier": self.page_classifier},
+                       "anchor_floor": self.anchor_floor, "page_classifier": self.page_classifier,
+                       "balance_scripts": self.balance_scripts},
             "sources": self.sources_, "context_source": self.context_source_,
             "fingerprint": self.fingerprint_, "parts": parts,
         }
@@ -286,7 +289,8 @@ class TopicModel:
     @classmethod
     def from_state(cls, arrays: dict[str, np.ndarray], header: dict) -> TopicModel:
         """The model :meth:`get_state` described; KeyError/ValueError/TypeError if malformed."""
-        model = cls(**header["params"])
+        # a model saved before balance_scripts existed was trained without it
+        model = cls(**{"balance_scripts": False, **header["params"]})
         built: dict[str, Any] = {}
         for part, description in header["parts"].items():
             if description is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 
 import jieba
 import numpy as np
@@ -13,7 +14,12 @@ from hypothesis import strategies as st
 from scipy.special import expit
 
 from jlse.models.anchor import AnchorSimilarity
-from jlse.models.naive_bayes import NaiveBayesTextClassifier, text_sample
+from jlse.models.naive_bayes import (
+    NaiveBayesTextClassifier,
+    is_chinese,
+    script_balanced_weights,
+    text_sample,
+)
 from jlse.models.page_stats import PageStats
 from jlse.models.result_page import ResultPageClassifier, TargetRule, feature_matrix, page_features
 from jlse.models.tokenizer import STOPWORDS, _segment_run, tokenize
@@ -278,6 +284,46 @@ def test_nb_rejects_unusable_samples() -> None:
         NaiveBayesTextClassifier().fit(["phone", "camera"], [1])
     with pytest.raises(ValueError, match="no usable words"):
         NaiveBayesTextClassifier().fit(["the", "的"], [1, 0])
+
+
+def test_script_balanced_weights_equal_the_chinese_share_and_keep_the_priors() -> None:
+    texts = ["手机评测"] * 4 + ["phone review"] * 6 + ["红烧肉做法"] + ["football"] * 9
+    labels = np.array([1] * 10 + [0] * 10)
+    weights = script_balanced_weights(texts, labels)
+    chinese = np.array([is_chinese(text) for text in texts])
+    for label in (0, 1):
+        mine = labels == label
+        assert weights[mine].sum() == pytest.approx(10.0)  # the class prior is kept
+        assert weights[mine & chinese].sum() / 10.0 == pytest.approx(0.25)  # 5 of 20 pooled
+    one_script = script_balanced_weights(["phone", "football"], np.array([1, 0]))
+    assert one_script.tolist() == [1.0, 1.0]
+
+
+def test_balanced_nb_stops_calling_chinese_pages_of_other_topics_relevant(sandbox_web,
+                                                                         tmp_path) -> None:
+    """The sandbox's laptops topic: 8 of 20 relevant samples are Chinese, 4 of 20 irrelevant
+    ones. Plain NB takes the words common to Chinese pages for evidence of relevance and calls
+    most Chinese pages of other topics relevant; weighted to one Chinese share it does not,
+    and still calls the topic's pages relevant."""
+    from jlse.topic import load_topic
+    from jlse.workers.parser import parse_html
+    from jlse.workers.pipeline import page_text
+
+    samples = load_topic(sandbox_web.write_topic_dir("laptops", tmp_path / "laptops")).samples
+    pages: dict[str, list[str]] = {"other-zh": [], "topic": []}
+    for url, html in sandbox_web.search_pages():
+        truth = sandbox_web.truth(url)
+        kind = "topic" if truth.topic == "laptops" else f"other-{truth.lang}"
+        if kind in pages and zlib.crc32(url.encode()) % 4 == 0:
+            pages[kind].append(page_text(parse_html(html, url)))
+    judged = {}
+    for balance in (False, True):
+        model = TopicModel(balance_scripts=balance).fit(samples)
+        judged[balance] = {kind: float(np.mean(model.relevance_texts(texts) >= 0.5))
+                           for kind, texts in pages.items()}
+    assert judged[False]["other-zh"] > 0.6, judged  # 0.74 measured
+    assert judged[True]["other-zh"] < 0.5, judged  # 0.40 measured
+    assert judged[True]["topic"] > 0.95, judged
 
 
 # --- result-page classifier -----------------------------------------------------------------
