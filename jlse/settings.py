@@ -20,6 +20,9 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
+# seconds without a page started after which a "low" URL may start whatever low_priority_share
+# says (the better URLs' hosts all wait long: robots.txt unavailable, a long Crawl-delay)
+LOW_AFTER_IDLE = 5.0
 WARC_MODES = ("off", "also", "only")
 DISCOVERY_OPERATORS = ("forward", "backward", "keyword", "related")  # docs/algorithms.md §3
 DISCOVERY_CHOOSERS = ("ucb1", "random", *DISCOVERY_OPERATORS)  # an operator: that one always
@@ -84,6 +87,7 @@ class Settings:
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
     priority_slack: float = 0.5  # a URL below this share of the best queued priority is "low"
     low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
+    low_priority_share: float = 0.1  # low URLs: at most this share of the pages started
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- distributed mode (--frontier redis://...) ---
@@ -166,7 +170,8 @@ class Settings:
             raise SettingsError(f"cfc_layers: at most 10, got {self.cfc_layers}")
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
-        for key in ("relevance_threshold", "priority_slack", "tunnel_weight"):
+        for key in ("relevance_threshold", "priority_slack", "tunnel_weight",
+                    "low_priority_share"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
         if self.warc not in WARC_MODES:

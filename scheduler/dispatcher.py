@@ -9,10 +9,11 @@ the hosts that politeness allows now - the global order survives the queue. Work
 Celery consumers (monitoring, retries, scaling come from Celery).
 
 A "low" URL (below ``priority_slack`` x the best queued priority) is sent only while fewer than
-``low_priority_slots`` low ones are in flight and ``politeness_delay`` has passed since the last
-one, as in the embedded crawl (``jlse.embedded``): the low slots fetch like one more polite
-host, so a focused crawl whose few relevant hosts wait out their delay does not fill the waits
-with junk from every other host.
+``low_priority_slots`` low ones are in flight and low ones are fewer than
+``low_priority_share`` of the URLs sent (or nothing was sent for ``LOW_AFTER_IDLE`` seconds),
+as in the embedded crawl (``jlse.embedded``): a focused crawl whose few relevant hosts wait out
+their delay does not fill the waits with junk from every other host, and its harvest does not
+depend on the delay.
 
 Each round, per crawl: return expired leases (``reap``: a worker killed with SIGKILL loses no
 URL), then pop and send while fewer than ``max_outstanding`` are in flight and the page budget
@@ -45,7 +46,7 @@ from jlse.scheduler import redis_scripts
 from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
 from jlse.scheduler.metrics import serve_dispatcher
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
-from jlse.settings import Settings
+from jlse.settings import LOW_AFTER_IDLE, Settings
 
 log = logging.getLogger(__name__)
 
@@ -191,8 +192,8 @@ class Dispatcher:
                 crawl.max_outstanding, repr(float(settings.priority_slack)),
                 settings.low_priority_slots, REAP_BATCH if reap else 0,
                 repr(frontier.default_delay), frontier.max_size, self.registry.root + "crawls",
-                crawl_id, repr(float(settings.politeness_delay)), frontier.diversity,
-                repr(float(frontier.slack))]
+                crawl_id, repr(float(settings.low_priority_share)), frontier.diversity,
+                repr(float(frontier.slack)), repr(LOW_AFTER_IDLE)]
         reply = self._script(args=args)
         if reply[0] == -1:
             return _INACTIVE

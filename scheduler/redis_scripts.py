@@ -306,9 +306,11 @@ return {string.sub(stored, 7), token}
 
 # One dispatcher round of a crawl (``RedisFrontier.dispatch``). ARGV: prefix, now, lease
 # seconds, counters key, config key, config sha1, max pages, max in flight, priority slack, low
-# slots, reap batch (0 = no reap), reap delay, max size, active crawls set, crawl id, low pause
-# (seconds after a "low" pop before the next one: P .. 'low_next' holds that time), domain
-# diversity, diversity slack (each pop follows ``pick_ready``'s rule, as ``POP``). Returns
+# slots, reap batch (0 = no reap), reap delay, max size, active crawls set, crawl id, low share
+# (low pops at most this share of all pops: P .. 'started' and 'low_started' count them),
+# domain diversity, diversity slack (each pop follows ``pick_ready``'s rule, as ``POP``), low
+# after idle (seconds without a pop after which a low one may go anyway: P .. 'last_start').
+# Returns
 # {-1} when the crawl is no longer active, {0} when its config is gone or changed (nothing done
 # in either case), else {1, fetched, in flight, queued, reaped, seconds until the next
 # sleeping host wakes ('' = none), then json, token per leased URL}. The pops follow the
@@ -328,9 +330,12 @@ local in_flight = redis.call('HLEN', LEASE)
 local budget = tonumber(ARGV[7]) - fetched - in_flight
 local max_in_flight, low_slots = tonumber(ARGV[8]), tonumber(ARGV[10])
 local best, low_below, low_in_flight = best_priority(), nil, 0
-local low_pause = tonumber(ARGV[16])
+local low_share = tonumber(ARGV[16])
 local diversity, slack = tonumber(ARGV[17]), tonumber(ARGV[18])
-local low_next = tonumber(redis.call('GET', P .. 'low_next') or '0')
+local low_after_idle = tonumber(ARGV[19])
+local started = tonumber(redis.call('GET', P .. 'started') or '0')
+local low_started = tonumber(redis.call('GET', P .. 'low_started') or '0')
+local last_start = tonumber(redis.call('GET', P .. 'last_start') or '0')
 if best then
   low_below = tonumber(ARGV[9]) * tonumber(best)
   low_in_flight = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf',
@@ -340,19 +345,22 @@ promote(now)
 local out = {}
 while in_flight < max_in_flight and budget > 0 do
   local min = nil
-  if low_below and (low_in_flight >= low_slots or now < low_next) then min = low_below end
+  local low_spent = low_started >= low_share * (started + 1)
+                    and now - last_start < low_after_idle
+  if low_below and (low_in_flight >= low_slots or low_spent) then min = low_below end
   local stored, token, score = pop_one(now, lease_seconds, min, diversity, slack)
   if not stored then break end
   out[#out + 1] = string.sub(stored, 7)
   out[#out + 1] = token
   in_flight, budget = in_flight + 1, budget - 1
+  started, last_start = started + 1, now
   if low_below and tonumber(score) < low_below then
-    low_in_flight = low_in_flight + 1
-    if low_pause > 0 then
-      low_next = now + low_pause
-      redis.call('SET', P .. 'low_next', string.format('%.17g', low_next))
-    end
+    low_in_flight, low_started = low_in_flight + 1, low_started + 1
   end
+end
+if #out > 0 then
+  redis.call('MSET', P .. 'started', started, P .. 'low_started', low_started,
+             P .. 'last_start', string.format('%.17g', last_start))
 end
 local ready_in = ''
 local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')

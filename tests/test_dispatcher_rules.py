@@ -41,10 +41,13 @@ class Recorder:
 
 
 def _register(registry: CrawlRegistry, low_slots: int, hot: bool = True, crawl: str = CRAWL,
-              max_pages: int = 1000, delay: float = 0.0, **values) -> RedisFrontier:
+              max_pages: int = 1000, delay: float = 0.0, share: float = 1.0,
+              **values) -> RedisFrontier:
+    """A crawl whose low URLs are limited by ``low_slots`` alone unless ``share`` < 1."""
     settings = apply_overrides(Settings(), {
         "low_priority_slots": low_slots, "priority_slack": SLACK, "max_outstanding": 8,
-        "politeness_delay": delay, "max_pages": max_pages, **values}, source="test")
+        "politeness_delay": delay, "max_pages": max_pages, "low_priority_share": share,
+        **values}, source="test")
     config = {"crawl_id": crawl, "settings": settings.to_dict(), "status": "running",
               "reason": "", "max_pages": settings.max_pages}
     registry.register(crawl, config, None, {})
@@ -183,19 +186,19 @@ def test_budget_is_never_overshot_whenever_a_task_finishes(registry):
     client.close()
 
 
-def test_low_urls_start_no_faster_than_one_polite_host(registry):
-    """With a politeness delay, a low slot freed at once still waits out that delay."""
-    frontier = _register(registry, low_slots=1, delay=0.5)
+def test_low_urls_are_at_most_their_share_of_the_urls_sent(registry):
+    """low_priority_share 0.25: a low URL starts only while low ones are under a quarter of
+    the URLs sent, however many low slots are free (politeness does not change the share)."""
+    frontier = _register(registry, low_slots=8, share=0.25, delay=0.0)
     recorder = Recorder()
     dispatcher = Dispatcher(registry, recorder)
     dispatcher.serve(CRAWL)
-    assert [task["priority"] for task in recorder.sent] == [1.0, 0.1]
-    junk = next(task for task in recorder.in_flight if task["priority"] < 0.5)
-    recorder.in_flight.remove(junk)
-    assert frontier.ack(LeasedTask.from_dict(junk))  # the low slot is free again at once
-    dispatcher.serve(CRAWL)
-    assert len(recorder.sent) == 2  # but no junk starts before the delay has passed
-    time.sleep(0.6)
-    dispatcher.serve(CRAWL)
-    assert [task["priority"] for task in recorder.sent][2:] == [0.1]
+    assert [task["priority"] for task in recorder.sent] == [1.0, 0.1]  # 1 of 2 < 0.25 x 3
+    for _ in range(3):  # the hot host's next URLs, one at a time
+        hot = next(task for task in recorder.in_flight if task["priority"] >= 0.5)
+        recorder.in_flight.remove(hot)
+        assert frontier.ack(LeasedTask.from_dict(hot))
+        dispatcher.serve(CRAWL)
+    # sent: 1.0, 0.1, 0.9, 0.8, then a second low one once 1 of 4 < 0.25 x 5, then 0.7
+    assert [task["priority"] for task in recorder.sent] == [1.0, 0.1, 0.9, 0.8, 0.1, 0.7]
 

@@ -1,0 +1,64 @@
+"""The embedded runner's low-priority rule, the same scenario as tests/test_dispatcher_rules.py.
+
+One hot host with URLs at 1.0 .. 0.7 and junk (0.1) on six hosts, ready at once. Pages run on a
+real ThreadPagePool whose page function answers at once with nothing fetched, so the test
+pins the order in which the runner starts URLs, not what a web answered.
+"""
+
+from __future__ import annotations
+
+from jlse.embedded import EmbeddedCrawler
+from jlse.models.strategies import BreadthFirst
+from jlse.records import CrawlTask, NewLink
+from jlse.scheduler.store import open_store
+from jlse.settings import Settings
+from jlse.workers.engine import build_engine, local_backends
+from jlse.workers.page_pool import ThreadPagePool
+from jlse.workers.pipeline import PageResult
+
+HOT = [f"http://hot.test/{i}" for i in range(4)]
+LOW_HOSTS = [f"low{i}.test" for i in range(6)]
+
+
+def _started_priorities(tmp_path, share: float) -> list[float]:
+    settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
+                        priority_slack=0.5, low_priority_slots=8, low_priority_share=share,
+                        concurrency=8, domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, BreadthFirst(), None,
+                          robots_turn=True)
+    links = [NewLink(url, None, 0, priority=1.0 - 0.1 * i) for i, url in enumerate(HOT)]
+    links += [NewLink(f"http://{host}/{n}", None, 0, priority=0.1)
+              for host in LOW_HOSTS for n in range(2)]
+    engine.add_links(links, {})
+    started: list[float] = []
+
+    def page(task: CrawlTask) -> PageResult:
+        started.append(task.priority)
+        return PageResult(task)  # nothing fetched: the URL is simply done
+
+    pool = ThreadPagePool(page, threads=8)
+    crawler = EmbeddedCrawler(settings, engine, pool=pool)
+    try:
+        while len(frontier) or pool.in_flight():
+            crawler._submit_ready(pool)
+            crawler._write_all(pool.collect(timeout=1.0))
+    finally:
+        pool.close()
+        engine.close()
+        store.close()
+    return started
+
+
+def test_low_urls_are_at_most_their_share_of_the_pages_started(tmp_path) -> None:
+    started = _started_priorities(tmp_path, share=0.25)
+    while_hot = started[:started.index(0.7) + 1]  # until the hot host's last URL started
+    assert while_hot.count(0.1) <= 0.25 * len(while_hot) + 1, started
+    assert sorted(started) == sorted([0.1] * 12 + [1.0, 0.9, 0.8, 0.7])  # none starved
+
+
+def test_with_share_one_the_low_slots_alone_limit_junk(tmp_path) -> None:
+    """The control: with low_priority_share 1 the junk fills the free slots at once."""
+    started = _started_priorities(tmp_path, share=1.0)
+    assert started[:2] == [1.0, 0.1] and started.index(0.7) > 6, started
