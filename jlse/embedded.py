@@ -113,8 +113,9 @@ class EmbeddedCrawler:
 
         The budget counts pages written plus pages in flight, except stragglers (in flight for
         ``straggler_seconds`` or more) and pages whose host's robots.txt is not known yet
-        (``RobotsKnownHosts``): another page starts in their place, so a page or a robots.txt
-        that hangs never holds the crawl. When the budget is written, the pages still in
+        (``RobotsKnownHosts``; they still take one of the ``concurrency`` fetch slots): another
+        page starts in their place, so a page or a robots.txt that hangs never holds the
+        crawl. When the budget is written, the pages still in
         flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
         metrics = serve_crawl(self.settings.metrics_port, self.frontier, self.model_version) \
             if self.settings.metrics_port else None  # Prometheus, on 127.0.0.1
@@ -160,10 +161,11 @@ class EmbeddedCrawler:
         concurrency = self.settings.concurrency
         while True:
             in_flight = len(pool.in_flight())
-            holding = pool.holding(self.settings.straggler_seconds)
-            if holding >= concurrency or in_flight >= 2 * concurrency:
+            stragglers_after = self.settings.straggler_seconds
+            if pool.running(stragglers_after) >= concurrency or in_flight >= 2 * concurrency:
                 return
-            if self.fetched() + holding >= self.settings.max_pages:
+            if self.fetched() + pool.running(stragglers_after, budget_only=True) \
+                    >= self.settings.max_pages:
                 return
             low_below = self._low_priority_bound()
             task = self.frontier.pop(None if self._low_slot_free(low_below) else low_below)

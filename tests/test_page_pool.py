@@ -86,9 +86,10 @@ def test_stragglers_hold_no_budget_slot_and_are_abandoned() -> None:
     pool.submit(CrawlTask(url="http://b.test/ok", url_id=2))
     pool.submit(CrawlTask(url="http://c.test/hang", url_id=3), holds_budget=False)
     assert [r.task.url_id for r in collect_all(pool, 1)] == [2]
-    assert pool.holding(straggler_after=60) == 1  # the page of a host without robots.txt: 0
+    assert pool.running(60, budget_only=True) == 1  # the page of a host without robots.txt: 0
+    assert pool.running(60) == 2
     time.sleep(0.3)
-    assert pool.holding(straggler_after=0.2) == 0 and pool.holding(straggler_after=60) == 1
+    assert pool.running(0.2) == 0 and pool.running(60, budget_only=True) == 1
     assert sorted(t.url_id for t in pool.abandon()) == [1, 3]
     RELEASE.set()
     assert pool.collect(timeout=0.5) == []  # the abandoned page's late result is dropped

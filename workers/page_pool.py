@@ -81,11 +81,12 @@ class ThreadPagePool:
     def in_flight(self) -> list[InFlight]:
         return list(self._in_flight.values())
 
-    def holding(self, straggler_after: float) -> int:
-        """Pages in flight that hold a budget slot: submitted as holding one, and in flight
-        for less than ``straggler_after`` seconds."""
+    def running(self, straggler_after: float, budget_only: bool = False) -> int:
+        """Pages in flight for less than ``straggler_after`` seconds (they hold a fetch slot);
+        with ``budget_only``, those of them submitted as holding a budget slot."""
         now = self._clock()
-        return sum(page.holds_budget and now - page.started < straggler_after
+        return sum(now - page.started < straggler_after
+                   and (page.holds_budget or not budget_only)
                    for page in self._in_flight.values())
 
     def take_lost(self) -> list[CrawlTask]:
