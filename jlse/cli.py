@@ -298,6 +298,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise EvalError("--web real and --truth: give one web")
         from jlse.sandbox import build_real_web
         web = build_real_web(seed=args.seed, fraction=args.fraction)
+        web.negatives = args.negatives
+    elif args.negatives != "random":
+        raise EvalError("--negatives is for --web real (the sandbox's topic directories draw "
+                        "their own irrelevant samples)")
     from jlse.sandbox.vocab import CRAWL_TOPICS
     report = run_eval(
         topics=(args.topics or ",".join(web.topics if web else CRAWL_TOPICS)).split(","),
@@ -496,6 +500,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="real: the real-text web (20 Newsgroups posts; `make corpus`)")
     evaluate.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
                           "of the posts it serves")
+    evaluate.add_argument("--negatives", choices=("random", "stratified"), default="random",
+                          help="--web real: the topic directories' 20 irrelevant samples drawn "
+                          "at random from the other topics (some topic may have none) or "
+                          "as many from each other topic")
     evaluate.add_argument("--strategies", help="strategies to compare (default: "
                           "bfs,best-first,ata,jlse)")
     evaluate.add_argument("--budget", type=int, help="pages per crawl (default: 2000; with "

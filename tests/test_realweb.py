@@ -236,3 +236,22 @@ def test_focused_crawl_beats_bfs(web, server, sci_topic, tmp_path):
         harvest[strategy] = sum(web.is_relevant(url, "sci") for url in urls) / len(urls)
     # seed 7, fraction 0.08, 150 pages: about 0.54 (jlse) against 0.23 (bfs)
     assert harvest["default"] > harvest["bfs"] + 0.1, harvest
+
+
+def test_stratified_negatives_hold_every_other_topic(web):
+    """--negatives stratified: the irrelevant samples come from each other topic alike; the
+    default draws them at random (sci's hold no religion page on the full web)."""
+    import random as _random
+
+    from jlse.sandbox.realweb.topicdir import _sample_sets
+
+    shadow = web.shadow
+    topics = {}
+    for negatives in ("random", "stratified"):
+        sets = _sample_sets(shadow, "sci", _random.Random(1), 20, negatives)
+        topics[negatives] = [shadow.truth(plan.url(page.path)).topic
+                             for plan, page in sets["irrelevant"]]
+    counts = {topic: topics["stratified"].count(topic) for topic in set(topics["stratified"])}
+    assert sorted(counts) == ["comp", "forsale", "politics", "rec", "religion"]
+    assert set(counts.values()) == {4}
+    assert len(topics["random"]) == 20 and "sci" not in topics["random"]

@@ -62,8 +62,8 @@ def topic_toml(topic: str) -> str:
     return f"name = {json.dumps(topic)}\nkeywords = [{keywords}]\n"
 
 
-def _sample_sets(shadow: _Web, topic: str, rng: random.Random,
-                 n: int) -> dict[str, list[PageRef]]:
+def _sample_sets(shadow: _Web, topic: str, rng: random.Random, n: int,
+                 negatives: str = "random") -> dict[str, list[PageRef]]:
     refs = [(plan, page, shadow.truth(plan.url(page.path)))
             for plan in shadow.plan.sites for page in plan.pages.values()]
     picks = {
@@ -73,13 +73,32 @@ def _sample_sets(shadow: _Web, topic: str, rng: random.Random,
         "nontarget": [(p, g) for p, g, _ in refs if p.site.topic == topic
                       and g.kind in ("home", "section", "about")],
     }
-    return {label: rng.sample(pool, min(n, len(pool))) for label, pool in picks.items()}
+    chosen = {label: rng.sample(pool, min(n, len(pool))) for label, pool in picks.items()}
+    if negatives == "stratified":
+        chosen["irrelevant"] = _stratified(refs, topic, rng, n)
+    return chosen
+
+
+def _stratified(refs: list, topic: str, rng: random.Random, n: int) -> list[PageRef]:
+    """``n`` irrelevant pages, as many from each other topic as ``n`` allows."""
+    by_topic: dict[str, list[PageRef]] = {}
+    for plan, page, truth in refs:
+        if truth and truth.topic != topic and truth.topic in KEYWORDS:
+            by_topic.setdefault(truth.topic, []).append((plan, page))
+    others = sorted(by_topic)
+    picked = []
+    for i, other in enumerate(others):
+        share = n // len(others) + (i < n % len(others))
+        picked += rng.sample(by_topic[other], min(share, len(by_topic[other])))
+    return picked
 
 
 def write_topic_dir(web: _Web, shadow: Callable[[], _Web], topic: str, out_dir: Path,
-                    n_samples: int = 20, keywords_only: bool = False) -> Path:
+                    n_samples: int = 20, keywords_only: bool = False,
+                    negatives: str = "random") -> Path:
     """Seeds, topic.toml and ``n_samples`` sample pages of each kind plus anchors.tsv; with
-    ``keywords_only`` seeds and topic.toml only. ``shadow()`` gives the test-split web."""
+    ``keywords_only`` seeds and topic.toml only. ``shadow()`` gives the test-split web;
+    ``negatives``: see ``RealWeb.negatives``."""
     start_topic_dir(out_dir, topic, web.topics, seeds(web, topic), topic_toml(topic),
                     n_samples, "real web's")
     if keywords_only:
@@ -87,7 +106,7 @@ def write_topic_dir(web: _Web, shadow: Callable[[], _Web], topic: str, out_dir: 
         return out_dir
     samples = shadow()
     rng = random.Random(f"{web.seed}|samples|{topic}")
-    write_samples(out_dir, _sample_sets(samples, topic, rng, n_samples), samples.render,
+    write_samples(out_dir, _sample_sets(samples, topic, rng, n_samples, negatives), samples.render,
                   samples, topic, rng, n_samples)
     log.info("real web: wrote topic directory %s for %s", out_dir, topic)
     return out_dir

@@ -45,6 +45,9 @@ class RealWeb(ServedWeb):
         self._test_docs = test_docs or []
         self._cache: OrderedDict[str, bytes] = OrderedDict()
         self._lock = Lock()
+        # how topic directories draw their 20 irrelevant samples: "random" from the other
+        # topics' pages (some topic may have none), or "stratified" (as many from each)
+        self.negatives = "random"
 
     # --- ground truth ---
     def _find(self, url: str) -> tuple[SitePlan, Page] | None:
@@ -95,7 +98,7 @@ class RealWeb(ServedWeb):
         """Write a topic directory (seeds, topic.toml, samples) for ``topic``; with
         ``keywords_only`` seeds and topic.toml only (no samples/)."""
         return topicdir.write_topic_dir(self, lambda: self.shadow, topic, Path(out_dir),
-                                        n_samples, keywords_only)
+                                        n_samples, keywords_only, self.negatives)
 
     # --- rendering and serving ---
     def render(self, site: SitePlan, page: Page) -> str:
