@@ -43,13 +43,13 @@ from jlse.models.page_stats import PageStats
 from jlse.models.result_page import ResultPageClassifier, TargetRule
 from jlse.models.tokenizer import tokenize
 from jlse.models.vsm import PositionVSM
+from jlse.settings import PAGE_CLASSIFIERS
 
 if TYPE_CHECKING:
     from typing import Self
 
 logger = logging.getLogger(__name__)
 
-PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
 
 
 @dataclass

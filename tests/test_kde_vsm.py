@@ -242,8 +242,13 @@ def test_relevance_page_with_bad_blocks_uses_the_text() -> None:
     assert model.relevance_page("a smartphone", ["not", "a", "dict"]) == model.relevance("a smartphone")  # type: ignore[arg-type]
 
 
-def test_settings_offer_exactly_the_model_choices() -> None:
-    from jlse.models.topic_model import PAGE_CLASSIFIERS
-    from jlse.settings import PAGE_CLASSIFIERS as SETTING_CHOICES
+def test_every_page_classifier_the_settings_offer_is_a_model() -> None:
+    from jlse.settings import PAGE_CLASSIFIERS
 
-    assert SETTING_CHOICES == PAGE_CLASSIFIERS
+    samples = TopicSamples(relevant=["smartphone screen battery"] * 3,
+                           irrelevant=["football match goal"] * 3, keywords=["smartphone"])
+    for choice in PAGE_CLASSIFIERS:
+        model = TopicModel(page_classifier=choice).fit(samples)
+        assert model.relevance("a smartphone with a big screen") > model.relevance("a goal")
+    with pytest.raises(ValueError, match="page_classifier"):
+        TopicModel(page_classifier="svm")
