@@ -27,7 +27,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.naive_bayes import MultinomialNB
 
-from jlse.models.tokenizer import tokenize
+from jlse.models.tokenizer import han_share, tokenize
 
 if TYPE_CHECKING:
     from typing import Self
@@ -71,9 +71,7 @@ def binary_labels(labels: Sequence[int], n_samples: int, what: str) -> np.ndarra
 
 def is_chinese(text: str, share: float = 0.3) -> bool:
     """Whether Han characters make up at least ``share`` of the text's letters."""
-    letters = [ch for ch in text[:4000] if ch.isalpha()]
-    han = sum("\u4e00" <= ch <= "\u9fff" for ch in letters)
-    return bool(letters) and han >= share * len(letters)
+    return han_share(text) >= share
 
 
 def script_balanced_weights(texts: Sequence[str], labels: np.ndarray) -> np.ndarray:

@@ -82,6 +82,14 @@ _SEPARATOR = "\x00"
 _SEPARATED_WORD_CHARS = _SEPARATOR.encode("ascii") + _LOWERED_WORD_CHARS[1:]
 
 
+def han_share(text: str) -> float:
+    """The share of Han characters (the range the tokenizer segments) among the letters of
+    ``text``'s first 4,000 characters; 0 for a text without letters."""
+    sample = text[:4000]
+    letters = sum(ch.isalpha() for ch in sample)
+    return len(_HAN_CHAR.findall(sample)) / letters if letters else 0.0
+
+
 def tokenize(text: str) -> list[str]:
     """The model tokens of ``text``: Chinese and Latin words, stop words removed. Never raises."""
     if not isinstance(text, str):

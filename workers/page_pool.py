@@ -41,7 +41,7 @@ class InFlight:
     task: CrawlTask
     started: float  # monotonic
     worker: int = 0  # the page process running it
-    holds_budget: bool = True  # False: its host's robots.txt is not known yet (see holding)
+    holds_budget: bool = True  # False: its host's robots.txt is not known yet (see running)
 
 
 class ThreadPagePool:
