@@ -85,7 +85,9 @@ class Settings:
     max_links_per_page: int = 2000  # out-links kept per page (a spread over their hosts)
     max_page_tags: int = 50_000  # a page's HTML is cut after this many tags (memory bound)
     domain_diversity: int = 100  # k: any k consecutive pops from k different hosts (soft)
-    priority_slack: float = 0.5  # a URL below this share of the best queued priority is "low"
+    # a URL below this share of the best queued priority is "low" (0.5 until 2026-11-26: the
+    # real-text web's efficiency at 1,000 pages rose from 0.72-0.73 to 0.78-0.79 with 0.8)
+    priority_slack: float = 0.8
     low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
     low_priority_share: float = 0.1  # low URLs: at most this share of the pages started
     frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full

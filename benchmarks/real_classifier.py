@@ -1,0 +1,107 @@
+"""How much of `jlse`'s gap to the oracle on the real-text web is the page classifier's.
+
+    .venv/bin/python benchmarks/real_classifier.py confusion [--negatives random|stratified]
+    .venv/bin/python benchmarks/real_classifier.py ceiling [EVAL ARGS...]
+
+``confusion``: each topic's page classifier (trained from its topic directory, as a crawl
+trains it) over every page of the real-text web; prints, per topic, the share of each true
+topic's pages it judges relevant (the diagonal is recall, the rest what the crawl will harvest
+by mistake). About 1 minute.
+
+``ceiling``: ``jlse eval --web real`` (the arguments after ``ceiling``, e.g. ``--strategies
+jlse --budget 1000 --checkpoints 250,500,1000 --out runs/ceiling``) with every topic model's
+page relevance replaced by the ground truth (1 for a page of the topic, 0 otherwise, matched
+by the page's text): the efficiency the link ranking reaches when the classifier makes no
+mistake. Pages whose text is not the real web's (none on this web) keep the model's score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from jlse.models.topic_model import TopicModel
+from jlse.sandbox.realweb.web import RealWeb, build_real_web
+from jlse.topic import build_topic_model, load_topic
+from jlse.workers.charset import decode_html
+from jlse.workers.parser import parse_html
+from jlse.workers.pipeline import page_text
+
+
+def text_topics(web: RealWeb) -> dict[str, str]:
+    """The classifier's text of every served page -> its true topic ("hub" for the rest)."""
+    topics = {}
+    for truth in web.iter_truth():
+        body = web.page_bytes(truth.url)
+        if body is None:
+            continue
+        text, _ = decode_html(body, None)
+        topics[page_text(parse_html(text, truth.url))] = truth.topic
+    return topics
+
+
+def confusion(negatives: str) -> None:
+    web = build_real_web()
+    web.negatives = negatives
+    by_text = text_topics(web)
+    texts, true_topics = list(by_text), np.array(list(by_text.values()))
+    names = sorted(set(true_topics) - {"hub"})
+    print(f"share of each true topic's pages judged relevant ({negatives} negatives)")
+    print("model      " + " ".join(f"{name[:8]:>8}" for name in names))
+    with tempfile.TemporaryDirectory() as folder:
+        for topic in web.topics:
+            web.write_topic_dir(topic, Path(folder) / topic)
+            model = build_topic_model(load_topic(Path(folder) / topic))
+            judged = model.relevance_texts(texts) >= model.relevance_threshold
+            cells = [judged[true_topics == name].mean() for name in names]
+            print(f"{topic:10s} " + " ".join(f"{cell:8.2f}" for cell in cells), flush=True)
+
+
+def ceiling(eval_args: list[str]) -> int:
+    by_text = text_topics(build_real_web())
+    model_topic: dict[int, str] = {}
+    scored = TopicModel.relevance_texts
+
+    def truthful(self: TopicModel, texts):  # noqa: ANN001, ANN202
+        scores = np.asarray(scored(self, texts), dtype=float)
+        topic = model_topic.get(id(self))
+        known = [by_text.get(text) for text in texts]
+        return np.array([score if true is None or topic is None else float(true == topic)
+                         for score, true in zip(scores, known, strict=True)])
+
+    import jlse.run as run  # the crawl builds its topic model through this name
+    built = run.build_topic_model
+
+    def labelled_model(topic):  # noqa: ANN001, ANN202
+        model = built(topic)
+        if model is not None:
+            model_topic[id(model)] = topic.name
+        return model
+
+    TopicModel.relevance_texts = truthful
+    run.build_topic_model = labelled_model
+    from jlse.cli import main
+    return main(["eval", "--web", "real", *eval_args])
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    matrix = sub.add_parser("confusion", help="each topic's classifier over the whole web")
+    matrix.add_argument("--negatives", choices=("random", "stratified"), default="random")
+    sub.add_parser("ceiling", help="jlse eval --web real with a classifier that knows the labels")
+    known, rest = parser.parse_known_args(argv)
+    known.eval_args = rest
+    return known
+
+
+if __name__ == "__main__":
+    args = parse_args(sys.argv[1:])
+    if args.command == "confusion":
+        confusion(args.negatives)
+        sys.exit(0)
+    sys.exit(ceiling(args.eval_args))
