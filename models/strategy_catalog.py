@@ -55,7 +55,8 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
         anchor_similarity = _require_model(cls.name, model).anchor_similarity
         evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
         if cls is LearnedTunnelling:
-            return cls(evaluator, tunnel_weight=settings.tunnel_weight, **base)
+            return cls(evaluator, tunnel_weight=settings.tunnel_weight,
+                       target_up_links=settings.target_up_links, **base)
         return cls(evaluator, **base)
 
     return build

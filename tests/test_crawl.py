@@ -247,3 +247,4 @@ def test_export_cli(phones_topic, sandbox, tmp_path):
         assert len(lines) == 80 + (fmt == "csv")
     first = json.loads((tmp_path / "pages.jsonl").read_text().splitlines()[0])
     assert {"url", "title", "relevance", "is_target"} <= set(first)
+

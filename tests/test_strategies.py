@@ -128,6 +128,19 @@ def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
         0.99, is_target=True)
 
 
+def test_jlse_follows_the_up_links_of_relevant_targets_only(phone_model: TopicModel) -> None:
+    jlse = make_strategy("jlse", Settings(relevance_threshold=0.6), phone_model)
+    assert jlse.up_link_floor(0.9, is_target=True) == pytest.approx(0.9 * 0.5)  # the default
+    assert jlse.up_link_floor(0.5, is_target=True) is None  # judged irrelevant: nothing
+    assert jlse.up_link_floor(0.9, is_target=False) is None  # expanded whole anyway
+    off = make_strategy("jlse", Settings(target_up_links=0.0), phone_model)
+    assert off.up_link_floor(0.9, is_target=True) is None
+    expanded = make_strategy("jlse", Settings(expand_targets=True), phone_model)
+    assert expanded.up_link_floor(0.9, is_target=True) is None  # all its links are followed
+    paper = make_strategy("jlse-paper", Settings(), phone_model)
+    assert paper.up_link_floor(0.9, is_target=True) is None  # the paper's rule stays
+
+
 def test_tunnel_weight_reaches_the_strategy(phone_model: TopicModel) -> None:
     assert make_strategy("jlse", Settings(tunnel_weight=0.3), phone_model).tunnel_weight == 0.3
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
-from jlse.records import CrawlTask, FetchRecord, NewLink, Outcome
+from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.store.pages import PageRepository
-from jlse.scheduler.urls import canonicalize
+from jlse.scheduler.urls import canonicalize, is_up_link
 from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
@@ -257,12 +257,16 @@ class PagePipeline:
         record.relevance = relevance
         self.strategy.observe_page(task.url, text, relevance, [link.url for link in page.links])
         if self.strategy.should_expand(relevance, record.is_target):
-            result.links = self._score_links(task, page, relevance, text)
+            result.links = self._score_links(task, page.links, relevance, text)
+        elif (floor := self.strategy.up_link_floor(relevance, record.is_target)) is not None:
+            up_links = [link for link in page.links if is_up_link(task.url, link.url)]
+            result.links = self._score_links(task, up_links, relevance, text, floor)
         watch.lap("classify")
 
-    def _score_links(self, task: CrawlTask, page: ParsedPage, relevance: float | None,
-                     text: str) -> list[NewLink]:
-        links = [link for link in page.links if link.url != task.url]
+    def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
+                     text: str, floor: float = 0.0) -> list[NewLink]:
+        """The links as the strategy scores them, each at least ``floor``."""
+        links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
         priorities = self.strategy.score_links(
@@ -276,7 +280,8 @@ class PagePipeline:
         return [
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
-                anchor_text=link.anchor_text, context=link.context, priority=float(priority),
+                anchor_text=link.anchor_text, context=link.context,
+                priority=max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
             )
             for link, priority in zip(links, priorities, strict=True)
