@@ -45,7 +45,7 @@ class Settings:
     page_processes: int = -1
     expand_targets: bool = False  # paper: target (detail) pages are not expanded
     # jlse: a relevant target page that is not expanded still gives its up-links (same host,
-    # a path the page sits under: its section, the home page) at least this x its relevance;
+    # a directory path the page sits under, not the home page) at least this x its relevance;
     # 0 = none (docs/algorithms.md, the jlse strategy)
     target_up_links: float = 0.5
     hard_focus: bool = True  # focused strategies: irrelevant pages are not expanded

@@ -185,7 +185,7 @@ class LearnedTunnelling(JointLinkSimilarity):
     ``priority(i) = r * max(sim_anchor(i), sim_predicted(i))`` with r = P(relevant | page) on a
     page judged relevant and r = ``tunnel_weight`` (default 0) on one judged irrelevant.
     A relevant target page is not expanded (the paper's rule) but gives its up-links (same host,
-    a directory path the page sits under: its section, the home page) at priority at least
+    a directory path the page sits under, not the home page: its section) at priority at least
     ``target_up_links`` x r, so a site reached through one of its articles is entered.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
     (the lowest of which is about ``relevance_threshold`` x the anchor floor, 0.005): they are

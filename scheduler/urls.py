@@ -318,13 +318,16 @@ def url_pattern(url: str) -> str:
 
 
 def is_up_link(page_url: str, link_url: str) -> bool:
-    """Whether ``link_url`` leads up from ``page_url``: the same host, no query, and a directory
-    path (ending in "/") that the page's path sits under (its section, the home page)."""
+    """Whether ``link_url`` leads up from ``page_url`` to a section: the same host, no query,
+    and a directory path (ending in "/") that the page's path sits under, other than the home
+    page "/" (which on a general site leads to every topic)."""
     try:
         page, link = urlsplit(page_url), urlsplit(link_url)
     except ValueError:
         return False
     if link.netloc.lower() != page.netloc.lower() or link.query or not link.path.endswith("/"):
+        return False
+    if link.path == "/":
         return False
     return link.path != page.path and page.path.startswith(link.path)
 

@@ -16,12 +16,16 @@ from jlse.workers.pipeline import PagePipeline, PageResult, _Stopwatch
 
 @pytest.fixture(scope="module")
 def phones(sandbox_web, tmp_path_factory):
-    """The sandbox's phones topic and the HTML of its target pages, by URL."""
+    """The sandbox's phones topic and the HTML of 4 target pages of each phones site, by URL
+    (site layouts differ: some put articles in sections, /budget/4002.html, some do not)."""
     topic = load_topic(sandbox_web.write_topic_dir(
         "phones", tmp_path_factory.mktemp("topic") / "phones"))
-    targets = [truth.url for truth in sandbox_web.iter_truth()
-               if truth.topic == "phones" and truth.is_target and truth.crawlable]
-    pages = {url: decode_html(sandbox_web.page_bytes(url), None)[0] for url in targets[:40]}
+    per_site: dict[str, list[str]] = {}
+    for truth in sandbox_web.iter_truth():
+        if truth.topic == "phones" and truth.is_target and truth.crawlable:
+            per_site.setdefault(truth.site, []).append(truth.url)
+    targets = [url for urls in per_site.values() for url in urls[:4]]
+    pages = {url: decode_html(sandbox_web.page_bytes(url), None)[0] for url in targets}
     return topic, build_topic_model(topic), pages
 
 
@@ -47,7 +51,7 @@ def test_a_relevant_target_gives_its_up_links_only(phones):
         floor = record.relevance * topic.settings.target_up_links
         assert all(link.priority >= floor - 1e-12 for link in result.links)
         climbed += bool(result.links)
-    assert climbed >= 5, "too few relevant target pages with an up-link among 40"
+    assert climbed >= 3, "too few relevant target pages with an up-link"
 
 
 def test_no_up_links_when_turned_off(phones):

@@ -377,7 +377,8 @@ def test_canonical_host(text: str, expected: str | None) -> None:
 
 @pytest.mark.parametrize(("page", "link", "up"), [
     ("http://h.test/forum/sale/msg340.html", "http://h.test/forum/sale/", True),
-    ("http://h.test/forum/sale/msg340.html", "http://h.test/", True),
+    ("http://h.test/forum/sale/msg340.html", "http://h.test/forum/", True),
+    ("http://h.test/forum/sale/msg340.html", "http://h.test/", False),  # the home page
     ("http://H.test/a/b/", "http://h.test/a/", True),  # a section page's parent section
     ("http://h.test/a/b.html", "http://h.test/c/", False),  # another branch
     ("http://h.test/a/b.html", "http://other.test/a/", False),  # another host
