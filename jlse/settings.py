@@ -44,10 +44,9 @@ class Settings:
     # are several; 0: threads of the crawl process, one core)
     page_processes: int = -1
     expand_targets: bool = False  # paper: target (detail) pages are not expanded
-    # jlse: a relevant target page that is not expanded still gives its up-links (same host,
-    # a directory path the page sits under, not the home page) at least this x its relevance;
-    # 0 = none (docs/algorithms.md, the jlse strategy)
-    target_up_links: float = 0.5
+    # jlse: a relevant page's links to more of its section (a target's up-links, a listing's
+    # next pages: workers/section_links.py) get at least this x its relevance; 0 = off
+    section_links: float = 0.5
     hard_focus: bool = True  # focused strategies: irrelevant pages are not expanded
     relevance_threshold: float = 0.5  # P(relevant|page) at or above this is relevant
     # --- fetching ---
@@ -177,7 +176,7 @@ class Settings:
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight",
-                    "low_priority_share", "target_up_links"):
+                    "low_priority_share", "section_links"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
         if self.warc not in WARC_MODES:

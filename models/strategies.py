@@ -66,9 +66,10 @@ class Strategy(ABC):
             return True
         return relevance is None or relevance >= self.relevance_threshold
 
-    def up_link_floor(self, relevance: float | None, is_target: bool) -> float | None:
-        """For a page :meth:`should_expand` refuses: None (no link followed), or the least
-        priority of its up-links, which are then followed (``LearnedTunnelling``)."""
+    def section_link_floor(self, relevance: float | None) -> float | None:
+        """The least priority of the page's section links (``jlse.workers.section_links``:
+        up-links, followed even on a target page :meth:`should_expand` refuses, and next
+        pages of a listing), or None: no floor, and a refused page gives no link at all."""
         return None
 
     @abstractmethod
@@ -184,9 +185,10 @@ class LearnedTunnelling(JointLinkSimilarity):
 
     ``priority(i) = r * max(sim_anchor(i), sim_predicted(i))`` with r = P(relevant | page) on a
     page judged relevant and r = ``tunnel_weight`` (default 0) on one judged irrelevant.
-    A relevant target page is not expanded (the paper's rule) but gives its up-links (same host,
-    a directory path the page sits under, not the home page: its section) at priority at least
-    ``target_up_links`` x r, so a site reached through one of its articles is entered.
+    On a relevant page the links to more of its section (``jlse.workers.section_links``: a
+    listing's next pages; a target page, otherwise not expanded (the paper's rule), gives its
+    up-links) get at least ``section_links`` x r, so a site reached through one of its
+    articles is entered and a relevant listing is read to its end.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
     (the lowest of which is about ``relevance_threshold`` x the anchor floor, 0.005): they are
     fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
@@ -202,19 +204,18 @@ class LearnedTunnelling(JointLinkSimilarity):
     name = "jlse"
 
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
-                 target_up_links: float = 0.0, **base: Any) -> None:
+                 section_links: float = 0.0, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
-        self.target_up_links = target_up_links
+        self.section_links = section_links
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
 
-    def up_link_floor(self, relevance: float | None, is_target: bool) -> float | None:
-        relevant = relevance is not None and relevance >= self.relevance_threshold
-        if self.should_expand(relevance, is_target) or not relevant or self.target_up_links <= 0:
+    def section_link_floor(self, relevance: float | None) -> float | None:
+        if relevance is None or relevance < self.relevance_threshold or self.section_links <= 0:
             return None
-        return relevance * self.target_up_links
+        return relevance * self.section_links
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
                     parent_priority=1.0, page_text="") -> np.ndarray:

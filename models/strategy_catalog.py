@@ -56,7 +56,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
         evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
         if cls is LearnedTunnelling:
             return cls(evaluator, tunnel_weight=settings.tunnel_weight,
-                       target_up_links=settings.target_up_links, **base)
+                       section_links=settings.section_links, **base)
         return cls(evaluator, **base)
 
     return build

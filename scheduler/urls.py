@@ -317,21 +317,6 @@ def url_pattern(url: str) -> str:
     return pattern + ("?" + "&".join(keys) if keys else "")
 
 
-def is_up_link(page_url: str, link_url: str) -> bool:
-    """Whether ``link_url`` leads up from ``page_url`` to a section: the same host, no query,
-    and a directory path (ending in "/") that the page's path sits under, other than the home
-    page "/" (which on a general site leads to every topic)."""
-    try:
-        page, link = urlsplit(page_url), urlsplit(link_url)
-    except ValueError:
-        return False
-    if link.netloc.lower() != page.netloc.lower() or link.query or not link.path.endswith("/"):
-        return False
-    if link.path == "/":
-        return False
-    return link.path != page.path and page.path.startswith(link.path)
-
-
 def _segment_pattern(segment: str) -> str:
     match = _ID_SEGMENT.fullmatch(segment)
     if match:

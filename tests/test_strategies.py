@@ -128,17 +128,15 @@ def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
         0.99, is_target=True)
 
 
-def test_jlse_follows_the_up_links_of_relevant_targets_only(phone_model: TopicModel) -> None:
+def test_jlse_floors_the_section_links_of_relevant_pages_only(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(relevance_threshold=0.6), phone_model)
-    assert jlse.up_link_floor(0.9, is_target=True) == pytest.approx(0.9 * 0.5)  # the default
-    assert jlse.up_link_floor(0.5, is_target=True) is None  # judged irrelevant: nothing
-    assert jlse.up_link_floor(0.9, is_target=False) is None  # expanded whole anyway
-    off = make_strategy("jlse", Settings(target_up_links=0.0), phone_model)
-    assert off.up_link_floor(0.9, is_target=True) is None
-    expanded = make_strategy("jlse", Settings(expand_targets=True), phone_model)
-    assert expanded.up_link_floor(0.9, is_target=True) is None  # all its links are followed
+    assert jlse.section_link_floor(0.9) == pytest.approx(0.9 * 0.5)  # the default
+    assert jlse.section_link_floor(0.5) is None  # judged irrelevant: no floor
+    assert jlse.section_link_floor(None) is None
+    off = make_strategy("jlse", Settings(section_links=0.0), phone_model)
+    assert off.section_link_floor(0.9) is None
     paper = make_strategy("jlse-paper", Settings(), phone_model)
-    assert paper.up_link_floor(0.9, is_target=True) is None  # the paper's rule stays
+    assert paper.section_link_floor(0.9) is None  # the paper's rules stay
 
 
 def test_tunnel_weight_reaches_the_strategy(phone_model: TopicModel) -> None:

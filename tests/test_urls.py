@@ -10,7 +10,6 @@ from jlse.scheduler.urls import (
     canonical_host,
     canonicalize,
     host_of,
-    is_up_link,
     registered_domain,
     url_pattern,
     url_tokens,
@@ -374,18 +373,3 @@ def test_invalid_hosts_are_refused(url: str) -> None:
 def test_canonical_host(text: str, expected: str | None) -> None:
     assert canonical_host(text) == expected
 
-
-@pytest.mark.parametrize(("page", "link", "up"), [
-    ("http://h.test/forum/sale/msg340.html", "http://h.test/forum/sale/", True),
-    ("http://h.test/forum/sale/msg340.html", "http://h.test/forum/", True),
-    ("http://h.test/forum/sale/msg340.html", "http://h.test/", False),  # the home page
-    ("http://H.test/a/b/", "http://h.test/a/", True),  # a section page's parent section
-    ("http://h.test/a/b.html", "http://h.test/c/", False),  # another branch
-    ("http://h.test/a/b.html", "http://other.test/a/", False),  # another host
-    ("http://h.test/a/b.html", "http://h.test/a/?page=2", False),  # a listing with a query
-    ("http://h.test/a/b.html", "http://h.test/a/c.html", False),  # a sibling, not a section
-    ("http://h.test/a/", "http://h.test/a/", False),  # the page itself
-    ("http://h.test/a/b.html", "http://[::1/a/", False),  # unparseable
-])
-def test_up_links(page: str, link: str, up: bool) -> None:
-    assert is_up_link(page, link) is up

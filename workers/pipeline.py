@@ -19,11 +19,12 @@ from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.store.pages import PageRepository
-from jlse.scheduler.urls import canonicalize, is_up_link
+from jlse.scheduler.urls import canonicalize
 from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
 from jlse.workers.parser import ParsedPage, parse_html
+from jlse.workers.section_links import is_next_page, up_links
 from jlse.workers.sitemaps import SitemapSource
 
 log = logging.getLogger(__name__)
@@ -256,16 +257,20 @@ class PagePipeline:
                 record.is_target = bool(self.model.is_target(page.stats))
         record.relevance = relevance
         self.strategy.observe_page(task.url, text, relevance, [link.url for link in page.links])
+        floor = self.strategy.section_link_floor(relevance)  # see workers/section_links.py
         if self.strategy.should_expand(relevance, record.is_target):
-            result.links = self._score_links(task, page.links, relevance, text)
-        elif (floor := self.strategy.up_link_floor(relevance, record.is_target)) is not None:
-            up_links = [link for link in page.links if is_up_link(task.url, link.url)]
-            result.links = self._score_links(task, up_links, relevance, text, floor)
+            result.links = self._score_links(task, page.links, relevance, text, floor,
+                                             is_next_page)
+        elif floor is not None:
+            result.links = self._score_links(task, up_links(task.url, page.links), relevance,
+                                             text, floor)
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
-                     text: str, floor: float = 0.0) -> list[NewLink]:
-        """The links as the strategy scores them, each at least ``floor``."""
+                     text: str, floor: float | None = None,
+                     floored: Callable[[str, Link], bool] = lambda _page, _link: True,
+                     ) -> list[NewLink]:
+        """The links as the strategy scores them; those ``floored`` at least ``floor``."""
         links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
@@ -281,7 +286,8 @@ class PagePipeline:
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
                 anchor_text=link.anchor_text, context=link.context,
-                priority=max(float(priority), floor),
+                priority=float(priority) if floor is None or not floored(task.url, link)
+                else max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
             )
             for link, priority in zip(links, priorities, strict=True)
