@@ -12,18 +12,12 @@ import re
 from urllib.parse import urlsplit
 
 from jlse.records import Link
+from jlse.scheduler.urls import host_of
 
 # a page number (1-3 digits) or a "next" word, optionally followed by "next" or an arrow
 _NEXT_PAGE = re.compile(
     r"\s*(\d{1,3}|next|next page|older|[»›>]+|下一页|下一頁|下頁)(\s+(next|[»›>]+))?\s*",
     re.IGNORECASE)
-
-
-def _host(url: str) -> str | None:
-    try:
-        return urlsplit(url).netloc.lower()
-    except ValueError:
-        return None
 
 
 def is_up_link(page_url: str, link_url: str) -> bool:
@@ -44,9 +38,10 @@ def is_up_link(page_url: str, link_url: str) -> bool:
 def is_next_page(page_url: str, link: Link) -> bool:
     """Whether ``link`` goes to another page of the listing ``page_url`` is: the same host and
     an anchor that is a page number or "next"."""
-    host = _host(page_url)
-    return (host is not None and _host(link.url) == host
-            and _NEXT_PAGE.fullmatch(link.anchor_text or "") is not None)
+    if _NEXT_PAGE.fullmatch(link.anchor_text or "") is None:  # most links stop here, cheaply
+        return False
+    host = host_of(page_url)
+    return bool(host) and host_of(link.url) == host
 
 
 def up_links(page_url: str, links: list[Link]) -> list[Link]:
