@@ -1,7 +1,7 @@
 """The JLSE link evaluator and Q-learning on synthetic data, on one core.
 
 - evaluation: ``JLSEEvaluator.priorities`` of one page's out-links against a Q-table of
-  ``--vertices`` vertices, median and p95 CPU ms per page (target median < 10 ms), with the
+  ``--vertices`` vertices, median and p95 CPU ms per page (target median < 5 ms), with the
   default (capped, approximate) link search and with the exact one;
 - the approximation: how often the capped search picks the exact search's best vertex
   (agreement) and the mean relative score it loses, s_exact(v*) vs s(v chosen);
@@ -211,7 +211,7 @@ def report(evaluation: dict) -> None:
     e = evaluation
     approx = e["approximation"]
     print(f"evaluation: {e['links_per_page']} links/page against {e['vertices']:,} vertices "
-          f"(zipf offset {e['zipf_offset']}), {e['pages']} pages, target median < 10 ms")
+          f"(zipf offset {e['zipf_offset']}), {e['pages']} pages, target median < 5 ms")
     print(f"  capped search (max_postings {e['max_postings']}, rescore {e['rescore']}): "
           f"median {e['capped']['median_ms']} ms, p95 {e['capped']['p95_ms']} ms")
     print(f"  exact search: median {e['exact']['median_ms']} ms, p95 {e['exact']['p95_ms']} ms")

@@ -203,7 +203,8 @@ def run_discovery_eval(
         report.runs.append(run)
         if chooser == ranked_chooser and not run.reason.startswith("failed"):
             try:
-                inputs = load_rank_inputs(workdir(topic, chooser, repeat), dirs[topic])
+                inputs = load_rank_inputs(workdir(topic, chooser, repeat), dirs[topic],
+                                          base)
             except ValueError as exc:  # e.g. a run that ended before its first ranking
                 log.error("eval: cannot rank the pages of %s/%s again: %s", topic, chooser, exc)
                 continue

@@ -225,6 +225,7 @@ class RankInputs:
     negatives: sp.csr_matrix
     links: list[tuple[int, int]]
     alpha: float  # the run's discovery_alpha
+    homes: dict[str, int] = field(default_factory=dict)  # host -> its home page's index
     reproduced: bool | None = None
 
     @property
@@ -232,10 +233,12 @@ class RankInputs:
         return [page.host for page in self.pages]
 
 
-def load_rank_inputs(workdir: Path, topic_dir: Path) -> RankInputs:
+def load_rank_inputs(workdir: Path, topic_dir: Path,
+                     overrides: dict[str, Any] | None = None) -> RankInputs:
     """Rebuild the last round's ranking inputs from a finished run's workdir (as ``--resume``
-    reads it) through the engine's own helpers, and check them against the run's ranking."""
-    topic = load_topic(topic_dir, require_seeds=False)
+    reads it) through the engine's own helpers, and check them against the run's ranking;
+    ``overrides`` are the run's settings beyond the topic directory's."""
+    topic = load_topic(topic_dir, overrides, require_seeds=False)
     files = StateFiles(Path(workdir))
     state, pages = files.load()
     engine = Discovery(None, None, None, files, state, topic.samples.relevant,
@@ -245,7 +248,7 @@ def load_rank_inputs(workdir: Path, topic_dir: Path) -> RankInputs:
     # the last ranking was made before the round counter moved on (Discovery._rank)
     rows, samples, negatives = engine.rank_inputs(max(state.round - 1, 0))
     inputs = RankInputs(pages, rows, samples, negatives, engine.corpus.links(),
-                        topic.settings.discovery_alpha)
+                        topic.settings.discovery_alpha, engine.site_homes())
     inputs.reproduced = _reproduces(inputs, files.folder / "ranked-pages.jsonl")
     return inputs
 
@@ -327,7 +330,7 @@ def compare_rankings(topic: str, inputs: RankInputs, truth: GroundTruth,
     results = []
     for method in ranking_methods(inputs.alpha, alphas):
         ranking = rank_with(inputs, method.functions, method.alpha)
-        sites = [site.host for site in rank_sites(hosts, ranking)]
+        sites = [site.host for site in rank_sites(hosts, ranking, homes=inputs.homes)]
         metrics = site_metrics(sites, relevant_sites, seeds)
         metrics.page_r_precision = r_precision(page_relevant[ranking.order].tolist())
         results.append(RankingResult(

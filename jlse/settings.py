@@ -134,6 +134,7 @@ class Settings:
     discovery_round_pages: int = 50  # pages fetched per round at most
     discovery_alpha: float = 0.2  # weight of PageRank's position in the combined ranking
     discovery_seed_sites: int = 20  # sites `--seeds-out` writes (best first)
+    discovery_home_pages: bool = True  # fetch each site's home page; a site ranks no higher than it
     search_rate: float = 1.0  # search requests per second at most
     search_retries: int = 2  # more tries of a search answering 5xx or unreachable
     # --- topic description (topic.toml) ---

@@ -267,6 +267,27 @@ def host_of(url: str) -> str:
         return ""
 
 
+def home_page_url(url: str) -> str | None:
+    """The home page of ``url``'s site (``scheme://host/``); None for a URL that is not
+    http(s) or has no host."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}/"
+
+
+def is_home_page(url: str) -> bool:
+    """Whether ``url`` is a site's home page: path "/" (or none) and no query."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.path in ("", "/") and not parts.query
+
+
 def hostname_of(host: str) -> str:
     """``host[:port]`` without the port (IPv6 brackets kept)."""
     if host.startswith("["):

@@ -22,7 +22,7 @@ FAST = ["--set", "politeness_delay=0.05", "--set", "search_rate=20",
         "--set", "robots_retry_after=0.5"]
 SITE_KEYS = {"site", "rank", "score", "pages", "relevant_pages", "operator", "evidence", "seed"}
 PAGE_KEYS = {"url", "site", "rank", "relevance", "operator", "round", "title"}
-OPERATORS = {"seeds", "forward", "backward", "keyword", "related", "unknown"}
+OPERATORS = {"seeds", "forward", "backward", "keyword", "related", "unknown", "home"}
 
 
 def subprocess_env(proxy: str) -> dict[str, str]:

@@ -353,6 +353,20 @@ def test_robots_txt_and_crawl_delay_obeyed(samples_run, web):
             assert entry.host in robots_seen, entry
 
 
+def test_home_page_of_each_site_fetched_once(samples_run):
+    """Every site found before the last round has its home page fetched (operator "home") or
+    tried (a site without one); no other page is fetched as a home page, none twice."""
+    view = store_view(samples_run.workdir)
+    rows = samples_run.pages
+    homes = [row["url"] for row in rows if row["operator"] == "home"]
+    assert homes and all(urlsplit(url).path == "/" for url in homes), homes
+    assert len({host(url) for url in homes}) == len(homes)
+    last_round = max(row["round"] for row in rows)
+    earlier = {row["site"] for row in rows if row["round"] < last_round}
+    tried = set(view.links)
+    assert all(f"http://{site}/" in tried for site in earlier), earlier - {host(u) for u in tried}
+
+
 def ranked_above(flags: list[bool]) -> float:
     """Of the (relevant, irrelevant) pairs of sites, the share in which the relevant one ranks
     better (``flags``: relevant or not, best site first); 0.5 is a random order."""
@@ -419,7 +433,7 @@ def test_keywords_only_topic_finds_pages_through_search(keywords_run, web):
     assert "seeds" not in {row["operator"] for row in history}
     pages, sites = keywords_run.pages, keywords_run.sites
     assert len(pages) >= BUDGET // 2 and not any(row["seed"] for row in sites)
-    assert {row["operator"] for row in pages if row["round"] == 1} == {"keyword"}
+    assert {row["operator"] for row in pages if row["round"] == 1} == {"keyword", "home"}
     view = store_view(keywords_run.workdir)
     assert len(view.fetched) <= BUDGET and {row["url"] for row in pages} <= set(view.fetched)
     # measured over 6 runs: 5-6 relevant sites in the top 10 (2-4 of the long tail),

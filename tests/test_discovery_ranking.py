@@ -21,6 +21,8 @@ from jlse.discovery.bandit import (
     make_chooser,
     round_reward,
 )
+from jlse.discovery.engine import Discovery
+from jlse.discovery.fetching import Page
 from jlse.discovery.pagerank import pagerank
 from jlse.discovery.ranking import (
     FUNCTIONS,
@@ -28,12 +30,16 @@ from jlse.discovery.ranking import (
     PageRanker,
     Ranking,
     combine,
+    home_pages,
     page_features,
     positions_of,
     rank_sites,
 )
+from jlse.discovery.state import DiscoveryState, StateFiles
 from jlse.sandbox.vocab import DISTRACTOR_TOPICS
 from jlse.sandbox.web import build_web
+from jlse.scheduler.urls import home_page_url
+from jlse.settings import Settings
 
 OPERATORS = ["forward", "backward", "keyword", "related"]
 
@@ -229,6 +235,37 @@ def test_site_score_is_the_mean_of_its_best_pages_padded_with_the_worst() -> Non
     assert [s.n_pages for s in sites] == [4, 3, 1, 1]
     assert [s.n_relevant for s in sites] == [1, 1, 1, 0]  # positions < ceil(0.25 * 9) = 3
     assert [s.best_pages for s in sites] == [(2, 3, 4), (0, 5, 6), (1,), (7,)]
+
+
+def test_a_site_ranks_no_higher_than_its_home_page() -> None:
+    # a: articles at 0, 1, 2 but its home page (page 7) last; b: 3, 4, 5 and home 6
+    hosts = ["a", "a", "a", "b", "b", "b", "b", "a"]
+    urls = ["http://a/p/1", "http://a/p/2", "http://a/p/3", "http://b/p/1", "http://b/p/2",
+            "http://b/?page=2", "http://b/", "http://a/"]
+    ranking = _ranking(list(range(8)))
+    assert home_pages(urls, hosts) == {"b": 6, "a": 7}  # "/?page=2" is not a home page
+    assert [s.host for s in rank_sites(hosts, ranking)] == ["a", "b"]  # articles only
+    sites = rank_sites(hosts, ranking, homes=home_pages(urls, hosts))
+    assert [(s.host, s.score) for s in sites] == [("b", 6.0), ("a", 7.0)]
+    assert sites[1].best_pages == (0, 1, 2)  # the evidence stays the best pages
+
+
+def test_home_pages_judge_sites_but_do_not_seed_the_operators(tmp_path) -> None:
+    pages = [Page("http://a.test/", "a.test", operator="home"),
+             Page("http://a.test/p/1", "a.test", operator="keyword"),
+             Page("http://b.test/p/2", "b.test", operator="keyword"),
+             Page("http://b.test/", "b.test", operator="home")]
+    engine = Discovery(None, None, None, StateFiles(tmp_path), DiscoveryState(), ["phone"], [],
+                       [], Settings(discovery_top_k=2))
+    engine.corpus.add(pages)
+    engine.ranking = _ranking([0, 1, 2, 3])
+    assert [page.url for page in engine.top_pages()] == ["http://a.test/p/1", "http://b.test/p/2"]
+    assert engine.site_homes() == {"a.test": 0, "b.test": 3}
+    assert [site.host for site in engine.ranked_sites()] == ["a.test", "b.test"]
+    assert home_page_url("https://b.test:8080/x/y?q=1") == "https://b.test:8080/"
+    assert home_page_url("mailto:someone@b.test") is None
+    engine.settings = Settings(discovery_home_pages=False)
+    assert engine.site_homes() == {}
 
 
 def test_site_ties_go_to_the_better_best_page() -> None:

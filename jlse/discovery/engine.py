@@ -19,15 +19,25 @@ import scipy.sparse as sp
 from jlse.discovery.bandit import round_reward
 from jlse.discovery.fetching import Page, PageFetcher
 from jlse.discovery.operators import Operators
-from jlse.discovery.ranking import HASHED_FEATURES, PageRanker, Ranking, page_features
+from jlse.discovery.ranking import (
+    HASHED_FEATURES,
+    PageRanker,
+    Ranking,
+    SiteRank,
+    home_pages,
+    page_features,
+    rank_sites,
+)
 from jlse.discovery.state import DiscoveryState, StateFiles
 from jlse.models.vsm import PositionVSM
+from jlse.scheduler.urls import home_page_url
 
 log = logging.getLogger(__name__)
 
 PSEUDO_SAMPLES = 20  # keyword-only topics: the best pages by keyword relevance stand in
 RANDOM_NEGATIVES = 100  # discovered pages drawn as negatives each round
 EMPTY_ROUNDS_TO_STOP = 8  # rounds in a row that fetched nothing new end the run
+HOME_PAGES = "home"  # the "operator" of the home pages fetched to judge the sites
 
 
 @dataclass
@@ -124,6 +134,7 @@ class Discovery:
             extra = list(dict.fromkeys(extra))[: budget - len(added)]
             added += self._fetch(operator, extra, budget - len(added))
             returned += extra
+        self._fetch_home_pages()
         self._rank()
         outcome = RoundOutcome(operator, len(returned), len(added),
                                self._reward(returned, before))
@@ -156,6 +167,7 @@ class Discovery:
     def _fetch_round(self, operator: str, urls: list[str]) -> None:
         budget = min(self.settings.max_pages - self.fetcher.fetched(), max(len(urls), 1))
         self._fetch(operator, urls, budget)
+        self._fetch_home_pages()
         self._rank()
         self._end_round(RoundOutcome(operator, len(urls), len(self.corpus.pages), 0.0))
 
@@ -167,6 +179,22 @@ class Discovery:
         added = self.corpus.add(pages)
         self.files.append_pages(added)
         return added
+
+    def _fetch_home_pages(self) -> None:
+        """With ``discovery_home_pages``: the home page of every site found that has none yet,
+        as far as the page budget goes (counted as fetches; the operator earns nothing)."""
+        if not self.settings.discovery_home_pages:
+            return
+        known = self.site_homes()
+        wanted = {}
+        for page in self.corpus.pages:
+            if page.host not in known and page.host not in wanted:
+                url = home_page_url(page.url)
+                if url is not None and url not in self.attempted:
+                    wanted[page.host] = url
+        left = self.settings.max_pages - self.fetcher.fetched()
+        if wanted and left > 0:
+            self._fetch(HOME_PAGES, list(wanted.values()), left)
 
     def _end_round(self, outcome: RoundOutcome) -> None:
         self.state.round += 1
@@ -183,15 +211,32 @@ class Discovery:
 
     # --- ranking ---------------------------------------------------------------------------
     def top_pages(self) -> list[Page]:
-        if self.ranking is None:
-            return self.corpus.pages[: self.settings.discovery_top_k]
-        order = self.ranking.order[: self.settings.discovery_top_k]
-        return [self.corpus.pages[index] for index in order]
+        """The k best pages the operators start from; the home pages fetched to judge the sites
+        are not among them (an operator's results are)."""
+        k = self.settings.discovery_top_k
+        pages = self.corpus.pages
+        order = range(len(pages)) if self.ranking is None else self.ranking.order.tolist()
+        return [pages[index] for index in order if pages[index].operator != HOME_PAGES][:k]
 
     def ranked_pages(self) -> list[Page]:
         if self.ranking is None:
             return list(self.corpus.pages)
         return [self.corpus.pages[index] for index in self.ranking.order]
+
+    def site_homes(self) -> dict[str, int]:
+        """Host -> index of its home page among the pages, when discovery fetches home pages;
+        else none: a home page found by chance must not count against its site alone."""
+        if not self.settings.discovery_home_pages:
+            return {}
+        pages = self.corpus.pages
+        return home_pages([page.url for page in pages], [page.host for page in pages])
+
+    def ranked_sites(self) -> list[SiteRank]:
+        """The sites best first (:func:`jlse.discovery.ranking.rank_sites`)."""
+        if self.ranking is None:
+            return []
+        return rank_sites([page.host for page in self.corpus.pages], self.ranking,
+                          homes=self.site_homes())
 
     def _rank(self) -> None:
         if not self.corpus.pages:

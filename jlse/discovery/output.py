@@ -14,8 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jlse.discovery.ranking import rank_sites
-from jlse.scheduler.urls import host_of
+from jlse.scheduler.urls import home_page_url, host_of
 
 EVIDENCE_URLS = 3
 
@@ -65,7 +64,7 @@ def build_report(discovery, seeds: list[str], settings) -> DiscoveryReport:  # n
     for page in sorted(pages, key=lambda page: page.round):
         first_operator.setdefault(page.host, page.operator)
     sites = []
-    for site in rank_sites([page.host for page in pages], ranking):
+    for site in discovery.ranked_sites():
         members = [index for index, page in enumerate(pages) if page.host == site.host]
         sites.append(SiteRow(
             site=site.host, rank=site.rank + 1, score=round(float(site.score), 3),
@@ -112,7 +111,9 @@ def seed_urls(report: DiscoveryReport, n_sites: int) -> list[str]:
     chosen = [site for site in report.sites if site.relevant_pages > 0][:n_sites]
     for site in chosen:
         urls += site.evidence
-        urls.append(f"{site.evidence[0].split('://', 1)[0]}://{site.site}/")
+        home = home_page_url(site.evidence[0])
+        if home is not None:
+            urls.append(home)
     return list(dict.fromkeys(urls))
 
 

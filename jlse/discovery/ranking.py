@@ -24,7 +24,7 @@ them, as a fitted vocabulary would, while cosine and Jaccard use every term of a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,6 +42,7 @@ from sklearn.svm import OneClassSVM
 from jlse.discovery.pagerank import pagerank
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, text_sample
 from jlse.models.tokenizer import tokenize_many
+from jlse.scheduler.urls import is_home_page
 
 if TYPE_CHECKING:
     from typing import Self
@@ -277,17 +278,33 @@ class SiteRank:
     best_pages: tuple[int, ...]
 
 
+def home_pages(urls: Sequence[str], hosts: Sequence[str]) -> dict[str, int]:
+    """Host -> index of its home page (path "/" or empty, no query) among pages ``urls`` of
+    ``hosts``."""
+    found: dict[str, int] = {}
+    for index, (url, host) in enumerate(zip(urls, hosts, strict=True)):
+        if is_home_page(url):
+            found.setdefault(host, index)
+    return found
+
+
 def rank_sites(hosts: Sequence[str], ranking: Ranking, best_m: int = 3,
-               relevant_share: float = 0.1) -> list[SiteRank]:
+               relevant_share: float = 0.1,
+               homes: Mapping[str, int] | None = None) -> list[SiteRank]:
     """Sites best first. A site's score is the mean combined position of its ``best_m`` best
     pages, a site with fewer pages padded with the worst position (n − 1), so one lucky page
-    does not put a site on top; ties go to the site with the better best page, then by host.
-    ``n_relevant`` counts its pages among the ``ceil(relevant_share · n)`` best."""
+    does not put a site on top; a site whose home page is known (``homes``: host -> page
+    index, :func:`home_pages`) scores no better than that page's position, so a site of
+    another topic with a section on this one, whose articles are on topic but whose home page
+    is not, falls behind the sites of the topic. Ties go to the site with the better best page,
+    then by host. ``n_relevant`` counts its pages among the ``ceil(relevant_share · n)`` best."""
     n = len(ranking)
     if len(hosts) != n:
         raise ValueError(f"rank_sites: {len(hosts)} hosts for {n} ranked pages")
     if best_m < 1:
         raise ValueError(f"rank_sites: best_m must be at least 1, got {best_m}")
+    homes = homes or {}
+    home_position = _content_positions(ranking) if homes else None
     cut = math.ceil(relevant_share * n)
     pages_of: dict[str, list[int]] = {}
     for index in ranking.order.tolist():  # best first, so each list is too
@@ -296,8 +313,19 @@ def rank_sites(hosts: Sequence[str], ranking: Ranking, best_m: int = 3,
     for host, pages in pages_of.items():
         best = [int(ranking.position[i]) for i in pages[:best_m]]
         score = (sum(best) + (n - 1) * (best_m - len(best))) / best_m
+        if host in homes:
+            score = max(score, float(home_position[homes[host]]))
         relevant = sum(1 for i in pages if ranking.position[i] < cut)
         rows.append((score, best[0], host, len(pages), relevant, tuple(pages[:best_m])))
     rows.sort()
     return [SiteRank(host, score, rank, n_pages, relevant, best)
             for rank, (score, _, host, n_pages, relevant, best) in enumerate(rows)]
+
+
+def _content_positions(ranking: Ranking) -> np.ndarray:
+    """Positions by the similarity functions alone (mean_i pos_i; ties share), PageRank left
+    out: a home page is central on every site, so its PageRank says nothing of its topic."""
+    if not ranking.functions_used:
+        return ranking.position.astype(float)
+    mean = np.mean([ranking.positions[name] for name in ranking.functions_used], axis=0)
+    return positions_of(-mean)
