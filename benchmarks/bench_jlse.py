@@ -37,6 +37,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from dataclasses import replace  # noqa: E402
+from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -46,9 +47,11 @@ sys.path.insert(0, str(ROOT))
 
 from jlse.models.anchor import AnchorSimilarity  # noqa: E402
 from jlse.models.jlse_evaluator import JLSEEvaluator  # noqa: E402
+from jlse.models.kde_nb import KDENaiveBayes  # noqa: E402
 from jlse.models.link_index import LinkIndex  # noqa: E402
 from jlse.models.qlearning import q_learning  # noqa: E402
 from jlse.models.qtable import QTable, build_qtable  # noqa: E402
+from jlse.models.strategies import LearnedTunnelling  # noqa: E402
 from jlse.models.tokenizer import tokenize  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "jlse.json"
@@ -123,13 +126,26 @@ def anchor_model(rng: np.random.Generator, words: np.ndarray) -> AnchorSimilarit
     return AnchorSimilarity().fit(anchors, [1, 0] * 200)
 
 
-def page_times(evaluator: JLSEEvaluator, pages: list) -> dict:
-    """Median and p95 CPU ms of ``priorities`` per page (after one warm-up page)."""
-    evaluator.priorities(0.9, *pages[0])
+def link_text_model(rng: np.random.Generator, words: np.ndarray) -> KDENaiveBayes:
+    """The link-text model of the default ``jlse``: KDE-NB over a topic's 20 + 20 sample pages
+    (here 300 words each; a tenth of the vocabulary is 'on topic')."""
+    topical, other = words[: len(words) // 10], words[len(words) // 10 :]
+    pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
+    return KDENaiveBayes().fit(pages, [1, 0] * 20)
+
+
+def page_times(evaluator: JLSEEvaluator | LearnedTunnelling, pages: list) -> dict:
+    """Median and p95 CPU ms per page of the evaluator's ``priorities`` or the strategy's
+    ``score_links`` (after one warm-up page)."""
+    if isinstance(evaluator, LearnedTunnelling):
+        score = partial(evaluator.score_links, 0.9, 0)
+    else:
+        score = partial(evaluator.priorities, 0.9)
+    score(*pages[0])
     times = []
     for page in pages[1:]:
         started = time.process_time()
-        evaluator.priorities(0.9, *page)
+        score(*page)
         times.append(time.process_time() - started)
     ms = np.array(times) * 1000
     return {"median_ms": round(float(np.median(ms)), 2),
@@ -181,6 +197,10 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
         "approximation": approximation(table.index, pages[: args.agreement_pages]),
         "repeat_share": args.repeat_share,
         "repeated": page_times(JLSEEvaluator(anchors, lambda: table), site_pages(rng, words, args)),
+        "strategy": page_times(LearnedTunnelling(
+            JLSEEvaluator(anchors, lambda: table), section_links=0.5,
+            link_text_relevance=link_text_model(rng, words).predict_proba, link_text_weight=0.5),
+            [link_triples(rng, words, args.links, args.zipf_offset) for _ in range(args.pages)]),
     }
     if args.memory:
         result["build_peak_mb"] = build_memory_mb(triples, graph)
@@ -219,6 +239,9 @@ def report(evaluation: dict) -> None:
           f"score lost: mean {approx['mean_score_loss']:.3%}, p99 {approx['p99_score_loss']:.2%}")
     print(f"  pages with {e['repeat_share']:.0%} repeated site links (capped): median "
           f"{e['repeated']['median_ms']} ms, p95 {e['repeated']['p95_ms']} ms")
+    print(f"  the default jlse strategy's score_links (the evaluator's evidence x the link-text "
+          f"factor, KDE-NB over anchor + context): median {e['strategy']['median_ms']} ms, "
+          f"p95 {e['strategy']['p95_ms']} ms")
     memory = f", peak memory {e['build_peak_mb']} MB" if "build_peak_mb" in e else ""
     print(f"build_qtable of {e['vertices']:,} vertices: {e['build_qtable_s']} s{memory}")
 

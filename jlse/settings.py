@@ -122,6 +122,8 @@ class Settings:
     bm25_b: float = 0.75
     field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
     tunnel_weight: float = 0.0  # jlse: the relevance a page judged irrelevant passes on
+    # jlse: a link's priority x (1 - w + w x P(relevant | its anchor + context)); 0 = off
+    link_text_weight: float = 0.5
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link
@@ -177,7 +179,7 @@ class Settings:
         if self.max_url_length > 2500:  # PostgreSQL's unique index on url holds ~2,700 bytes
             raise SettingsError("max_url_length: at most 2500")
         for key in ("relevance_threshold", "priority_slack", "tunnel_weight",
-                    "low_priority_share", "section_links"):
+                    "low_priority_share", "section_links", "link_text_weight"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
         if self.warc not in WARC_MODES:

@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
 
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, binary_labels, text_sample
-from jlse.models.tokenizer import tokenize
+from jlse.models.tokenizer import tokenize_many
 
 if TYPE_CHECKING:
     from typing import Self
@@ -57,13 +57,14 @@ BANDWIDTHS = ("mean-class", "per-class")
 
 
 def _text_tokens(texts: Sequence[str], max_chars: int) -> list[list[str]]:
-    tokens = []
+    """The tokens of each text's sample, the texts tokenised together (a page's link texts)."""
+    samples = []
     for text in texts:
         if not isinstance(text, str):
             logger.warning("KDE-NB: expected str, got %s; scored as an empty text", type(text).__name__)
             text = ""
-        tokens.append(tokenize(text_sample(text, max_chars)))
-    return tokens
+        samples.append(text_sample(text, max_chars))
+    return tokenize_many(samples)
 
 
 class TfidfFeatures:

@@ -183,14 +183,18 @@ class JointLinkSimilarityProduct(JointLinkSimilarity):
 class LearnedTunnelling(JointLinkSimilarity):
     """The default JLSE: the product variant with soft focus.
 
-    ``priority(i) = r * max(sim_anchor(i), sim_predicted(i))`` with r = P(relevant | page) on a
-    page judged relevant and r = ``tunnel_weight`` (default 0) on one judged irrelevant.
+    ``priority(i) = r * max(sim_anchor(i), sim_predicted(i)) * (1 - w + w * t(i))`` with
+    r = P(relevant | page) on a page judged relevant and r = ``tunnel_weight`` (default 0) on one
+    judged irrelevant; t(i) = P(relevant | anchor + context of link i) by the topic's link-text
+    model, w = ``link_text_weight`` (0.5 in the settings): among a relevant listing's links,
+    whose anchors the anchor model mostly leaves at its floor and whose URLs look alike to the
+    Q-table, the ones whose own text is off the topic (a cross-post from another group) wait.
     On a relevant page the links to more of its section (``jlse.workers.section_links``: a
     listing's next pages; a target page, otherwise not expanded (the paper's rule), gives its
     up-links) get at least ``section_links`` x r, so a site reached through one of its
     articles is entered and a relevant listing is read to its end.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
-    (the lowest of which is about ``relevance_threshold`` x the anchor floor, 0.005): they are
+    (the lowest of which is about ``relevance_threshold`` x the anchor floor x (1 - w), 0.0025): they are
     fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
@@ -204,10 +208,13 @@ class LearnedTunnelling(JointLinkSimilarity):
     name = "jlse"
 
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
-                 section_links: float = 0.0, **base: Any) -> None:
+                 section_links: float = 0.0, link_text_relevance: SimilarityFn | None = None,
+                 link_text_weight: float = 0.0, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
         self.section_links = section_links
+        self.link_text_relevance = link_text_relevance
+        self.link_text_weight = link_text_weight
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
@@ -225,7 +232,11 @@ class LearnedTunnelling(JointLinkSimilarity):
         relevance = _relevance_or_one(page_relevance)
         if relevance < self.relevance_threshold:
             relevance = self.tunnel_weight
-        return relevance * np.maximum(sim_anchor, sim_predicted)
+        priorities = relevance * np.maximum(sim_anchor, sim_predicted)
+        if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
+            text = np.asarray(self.link_text_relevance(link_texts(anchors, contexts)), dtype=float)
+            priorities *= 1.0 - self.link_text_weight + self.link_text_weight * text
+        return priorities
 
 
 def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:

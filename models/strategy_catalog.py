@@ -56,7 +56,9 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
         evaluator = JLSEEvaluator(anchor_similarity, qtable, product=cls.product)
         if cls is LearnedTunnelling:
             return cls(evaluator, tunnel_weight=settings.tunnel_weight,
-                       section_links=settings.section_links, **base)
+                       section_links=settings.section_links,
+                       link_text_relevance=model.context_relevance,
+                       link_text_weight=settings.link_text_weight, **base)
         return cls(evaluator, **base)
 
     return build

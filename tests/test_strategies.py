@@ -143,6 +143,36 @@ def test_tunnel_weight_reaches_the_strategy(phone_model: TopicModel) -> None:
     assert make_strategy("jlse", Settings(tunnel_weight=0.3), phone_model).tunnel_weight == 0.3
 
 
+def test_jlse_weighs_each_link_by_its_own_text() -> None:
+    from jlse.models.strategies import LearnedTunnelling
+
+    seen = []
+
+    def link_text(texts):
+        seen.append(list(texts))
+        return np.array([1.0, 0.0, 0.4])
+
+    evidence = FixedEvidence([0.5, 0.5, 0.5], [0.0, 0.0, 0.0])  # the siblings look alike
+    jlse = LearnedTunnelling(evidence, link_text_relevance=link_text, link_text_weight=0.5)
+    assert jlse.score_links(0.8, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx(
+        [0.8 * 0.5 * 1.0, 0.8 * 0.5 * 0.5, 0.8 * 0.5 * 0.7])
+    assert seen == [[f"{a} {c}" for a, c in zip(ANCHORS, CONTEXTS, strict=True)]]
+    assert jlse.score_links(0.1, 0, ANCHORS, URLS, CONTEXTS).tolist() == [0.0] * 3
+    assert len(seen) == 1  # an irrelevant page's links (tunnel weight 0) are not read
+    jlse.link_text_weight = 0.0
+    assert jlse.score_links(0.8, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx([0.4] * 3)
+
+
+def test_link_text_model_reaches_jlse_only(phone_model: TopicModel) -> None:
+    jlse = make_strategy("jlse", Settings(), phone_model)
+    assert jlse.link_text_weight == 0.5
+    assert jlse.link_text_relevance == phone_model.context_relevance
+    texts = ["the best smartphone camera review", "pasta recipe cooking at home"]
+    on, off = jlse.link_text_relevance(texts)
+    assert on > 0.5 > off
+    assert not hasattr(make_strategy("jlse-paper", Settings(), phone_model), "link_text_weight")
+
+
 # --- OPIC ---
 
 def test_opic_splits_the_page_cash_by_anchor_relevance() -> None:
