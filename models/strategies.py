@@ -194,8 +194,8 @@ class LearnedTunnelling(JointLinkSimilarity):
     up-links) get at least ``section_links`` x r, so a site reached through one of its
     articles is entered and a relevant listing is read to its end.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
-    (the lowest of which is about ``relevance_threshold`` x the anchor floor x (1 - w), 0.0025): they are
-    fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
+    (the lowest of which is about ``relevance_threshold`` x the anchor floor x (1 - w), 0.0025):
+    they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
     of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left

@@ -267,8 +267,9 @@ class _Views:
 
 @dataclass(frozen=True)
 class SiteRank:
-    """A site's place: ``score`` (mean position of its best pages, lower is better), ``rank``
-    (0 = best), its pages, the pages in the top share, and its best pages' indices."""
+    """A site's place: ``score`` (mean position of its best pages, or its home page's position
+    if that is worse; lower is better), ``rank`` (0 = best), its pages, the pages in the top
+    share, and its best pages' indices."""
 
     host: str
     score: float
