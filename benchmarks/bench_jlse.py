@@ -2,7 +2,9 @@
 
 - evaluation: ``JLSEEvaluator.priorities`` of one page's out-links against a Q-table of
   ``--vertices`` vertices, median and p95 CPU ms per page (target median < 5 ms), with the
-  default (capped, approximate) link search and with the exact one;
+  default (capped, approximate) link search and with the exact one; side by side with it (pages
+  in turn), the default ``jlse`` strategy's ``score_links`` (the evaluator's evidence times the
+  link-text factor); the capped search alone, compiled (numba) and in numpy steps;
 - the approximation: how often the capped search picks the exact search's best vertex
   (agreement) and the mean relative score it loses, s_exact(v*) vs s(v chosen);
 - pages whose links repeat (site navigation): the same, with ``--repeat-share`` of each page's
@@ -36,6 +38,7 @@ import string  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from functools import partial  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -45,10 +48,12 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jlse.models import link_search  # noqa: E402
 from jlse.models.anchor import AnchorSimilarity  # noqa: E402
 from jlse.models.jlse_evaluator import JLSEEvaluator  # noqa: E402
 from jlse.models.kde_nb import KDENaiveBayes  # noqa: E402
-from jlse.models.link_index import LinkIndex  # noqa: E402
+from jlse.models.link_index import CANDIDATE_RATIO, LinkIndex  # noqa: E402
+from jlse.models.link_tokens import link_text_tokens  # noqa: E402
 from jlse.models.qlearning import q_learning  # noqa: E402
 from jlse.models.qtable import QTable, build_qtable  # noqa: E402
 from jlse.models.strategies import LearnedTunnelling  # noqa: E402
@@ -126,30 +131,65 @@ def anchor_model(rng: np.random.Generator, words: np.ndarray) -> AnchorSimilarit
     return AnchorSimilarity().fit(anchors, [1, 0] * 200)
 
 
-def link_text_model(rng: np.random.Generator, words: np.ndarray) -> KDENaiveBayes:
-    """The link-text model of the default ``jlse``: KDE-NB over a topic's 20 + 20 sample pages
-    (here 300 words each; a tenth of the vocabulary is 'on topic')."""
+def link_text_relevance(rng: np.random.Generator, words: np.ndarray) -> Callable:
+    """The link-text model of the default ``jlse`` as ``TopicModel.link_text_relevance`` uses
+    it: KDE-NB over a topic's 20 + 20 sample pages (here 300 words each; a tenth of the
+    vocabulary is 'on topic'), reading the link tokens the link index has cached."""
     topical, other = words[: len(words) // 10], words[len(words) // 10 :]
     pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
-    return KDENaiveBayes().fit(pages, [1, 0] * 20)
+    model = KDENaiveBayes().fit(pages, [1, 0] * 20)
+    return lambda anchors, contexts: model.predict_proba_tokens(link_text_tokens(anchors, contexts))
 
 
 def page_times(evaluator: JLSEEvaluator | LearnedTunnelling, pages: list) -> dict:
     """Median and p95 CPU ms per page of the evaluator's ``priorities`` or the strategy's
     ``score_links`` (after one warm-up page)."""
+    return side_by_side({"only": (evaluator, pages)})["only"]
+
+
+def side_by_side(runs: dict[str, tuple]) -> dict[str, dict]:
+    """:func:`page_times` of several (scorer, pages) runs, their pages taken in turn (one page of
+    each, then the next of each), so that a busy spell of the machine weighs on all alike."""
+    scores = {name: _scorer(scorer) for name, (scorer, _) in runs.items()}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for name, (_, pages) in runs.items():
+        scores[name](*pages[0])  # warm-up
+    for turn in zip(*(pages[1:] for _, pages in runs.values()), strict=True):
+        for name, page in zip(runs, turn, strict=True):
+            started = time.process_time()
+            scores[name](*page)
+            times[name].append(time.process_time() - started)
+    result = {}
+    for name, seconds in times.items():
+        ms = np.array(seconds) * 1000
+        result[name] = {"median_ms": round(float(np.median(ms)), 2),
+                        "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+    return result
+
+
+def _scorer(evaluator: JLSEEvaluator | LearnedTunnelling) -> Callable:
     if isinstance(evaluator, LearnedTunnelling):
-        score = partial(evaluator.score_links, 0.9, 0)
-    else:
-        score = partial(evaluator.priorities, 0.9)
-    score(*pages[0])
-    times = []
-    for page in pages[1:]:
-        started = time.process_time()
-        score(*page)
-        times.append(time.process_time() - started)
-    ms = np.array(times) * 1000
-    return {"median_ms": round(float(np.median(ms)), 2),
-            "p95_ms": round(float(np.percentile(ms, 95)), 2)}
+        return partial(evaluator.score_links, 0.9, 0)
+    return partial(evaluator.priorities, 0.9)
+
+
+def search_times(index: LinkIndex, pages: list) -> dict:
+    """Median CPU ms per page of the capped search alone (the query matrix made), compiled
+    (numba) and in numpy steps, in turn on the same pages."""
+    doc_weights = [field.doc_weights_ for field in index.fields_]
+    kernel = link_search._kernel()
+    ways = {"numpy": partial(link_search.search_arrays),
+            "compiled": partial(link_search.search_compiled, kernel)} if kernel else \
+        {"numpy": partial(link_search.search_arrays)}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for page in pages:
+        queries = index._queries(*page)
+        for name, search in ways.items():
+            started = time.process_time()
+            search(queries, index.postings_, doc_weights, index.offsets_, index.rescore,
+                   CANDIDATE_RATIO)
+            times[name].append(time.process_time() - started)
+    return {name: round(float(np.median(seconds)) * 1000, 2) for name, seconds in times.items()}
 
 
 def approximation(capped: LinkIndex, pages: list) -> dict:
@@ -186,21 +226,25 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
     exact_index = LinkIndex.from_fields(table.index.fields_, table.index.weights, max_postings=None)
     exact_table = replace(table, index=exact_index)
     anchors = anchor_model(rng, words).similarities
-    pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
-                           for _ in range(args.pages)] for _ in range(2))  # no cache shared
+    pages, strategy_pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
+                                           for _ in range(args.pages)] for _ in range(3))
+    strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table), section_links=0.5,
+                                 link_text_relevance=link_text_relevance(rng, words),
+                                 link_text_weight=0.5)
+    # The evaluator and the default strategy side by side; no cache shared (pages all new).
+    default = side_by_side({"capped": (JLSEEvaluator(anchors, lambda: table), pages),
+                            "strategy": (strategy, strategy_pages)})
     result = {
         "vertices": args.vertices, "links_per_page": args.links, "pages": args.pages,
         "zipf_offset": args.zipf_offset, "max_postings": list(table.index.caps),
         "rescore": table.index.rescore, "build_qtable_s": round(build_seconds, 2),
-        "capped": page_times(JLSEEvaluator(anchors, lambda: table), pages),
+        "capped": default["capped"],
         "exact": page_times(JLSEEvaluator(anchors, lambda: exact_table), exact_pages),
         "approximation": approximation(table.index, pages[: args.agreement_pages]),
+        "search_only_ms": search_times(table.index, pages[1:]),
         "repeat_share": args.repeat_share,
         "repeated": page_times(JLSEEvaluator(anchors, lambda: table), site_pages(rng, words, args)),
-        "strategy": page_times(LearnedTunnelling(
-            JLSEEvaluator(anchors, lambda: table), section_links=0.5,
-            link_text_relevance=link_text_model(rng, words).predict_proba, link_text_weight=0.5),
-            [link_triples(rng, words, args.links, args.zipf_offset) for _ in range(args.pages)]),
+        "strategy": default["strategy"],
     }
     if args.memory:
         result["build_peak_mb"] = build_memory_mb(triples, graph)
@@ -235,6 +279,9 @@ def report(evaluation: dict) -> None:
     print(f"  capped search (max_postings {e['max_postings']}, rescore {e['rescore']}): "
           f"median {e['capped']['median_ms']} ms, p95 {e['capped']['p95_ms']} ms")
     print(f"  exact search: median {e['exact']['median_ms']} ms, p95 {e['exact']['p95_ms']} ms")
+    search = e["search_only_ms"]
+    print("  the capped search alone (query matrix made): median "
+          + ", ".join(f"{ms} ms {name}" for name, ms in search.items()))
     print(f"  capped v* = exact v* for {approx['agreement']:.1%} of {approx['links']:,} links; "
           f"score lost: mean {approx['mean_score_loss']:.3%}, p99 {approx['p99_score_loss']:.2%}")
     print(f"  pages with {e['repeat_share']:.0%} repeated site links (capped): median "

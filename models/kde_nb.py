@@ -15,7 +15,11 @@ size: the paper's value when the classes are balanced (same CV: 0.98).
 
 Speed: a text's vector is mostly zeros, and the density at 0 of every feature is fixed by the
 training set. So ``Σ_j log P(x_j|c)`` is a precomputed constant plus, for the text's non-zero
-features only, ``log P(x_j|c) - log P(0|c)``: exact, and cheap enough for every out-link's text.
+features only, ``log P(x_j|c) - log P(0|c)``. The training vectors are mostly zeros too: the
+``n_c - m_j`` zero values of feature j are one kernel term with that weight, and only its
+``m_j`` non-zero training values are visited. Both exact, and cheap enough for every
+out-link's text (a page's link texts: :meth:`KDENaiveBayes.predict_proba_tokens` on the tokens
+the link index has just made).
 
 Temperature, as in :mod:`models.naive_bayes`: a feature that is 0 in the text adds almost
 nothing to the log-odds, so the log-odds grows with the text's non-zero features (its distinct
@@ -35,15 +39,17 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
+from scipy.sparse import csc_matrix, csr_matrix
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
 
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, binary_labels, text_sample
+from jlse.models.sparse_rows import row_positions
 from jlse.models.tokenizer import tokenize_many
 
 if TYPE_CHECKING:
@@ -65,6 +71,21 @@ def _text_tokens(texts: Sequence[str], max_chars: int) -> list[list[str]]:
             text = ""
         samples.append(text_sample(text, max_chars))
     return tokenize_many(samples)
+
+
+def _log_sum_kernels(zero_term: np.ndarray, values: np.ndarray, columns: np.ndarray,
+                     by_column: csc_matrix, sigma: float) -> np.ndarray:
+    """``log(exp(zero_term) + Σ_i exp(-z_i² / 2))`` per (value, column) pair, z_i = (value -
+    x_i) / σ over the column's non-zero training values x_i; shifted by each pair's largest
+    term (logsumexp)."""
+    positions, owner = row_positions(by_column.indptr, columns)
+    z = (values[owner] - by_column.data[positions]) / sigma
+    terms = -0.5 * z * z
+    peak = zero_term.copy()
+    np.maximum.at(peak, owner, terms)
+    total = np.exp(zero_term - peak) + np.bincount(owner, weights=np.exp(terms - peak[owner]),
+                                                   minlength=len(values))
+    return peak + np.log(total)
 
 
 class TfidfFeatures:
@@ -91,20 +112,34 @@ class TfidfFeatures:
 
     def transform(self, texts: Sequence[str]) -> csr_matrix:
         """Normalised TF-IDF rows, shape (n, F); a text without weighted terms is a zero row."""
-        indices: list[int] = []
-        indptr = [0]
-        for tokens in _text_tokens(texts, self.max_chars):
-            indices.extend(i for i in map(self._index.get, tokens) if i is not None)
-            indptr.append(len(indices))
-        shape = (len(indptr) - 1, len(self.vocabulary_))
-        matrix = csr_matrix((np.ones(len(indices)), indices, indptr), shape=shape)
-        matrix.sum_duplicates()  # term counts; then weights and row norms on the data directly
-        matrix.data *= self.idf_[matrix.indices]
-        rows = np.repeat(np.arange(shape[0]), np.diff(matrix.indptr))
-        norms = np.sqrt(np.bincount(rows, weights=matrix.data**2, minlength=shape[0]))
-        matrix.data /= np.where(norms > 0, norms, 1.0)[rows]
-        matrix.eliminate_zeros()
-        return matrix
+        return self.transform_tokens(_text_tokens(texts, self.max_chars))
+
+    def transform_tokens(self, documents: Sequence[Sequence[str]]) -> csr_matrix:
+        """:meth:`transform` of texts already tokenised (each a sequence of tokens)."""
+        rows, columns, weights = self.entries(documents)
+        indptr = np.zeros(len(documents) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(documents)), out=indptr[1:])
+        return csr_matrix((weights, columns, indptr), shape=(len(documents), len(self.vocabulary_)))
+
+    def entries(self, documents: Sequence[Sequence[str]]) -> tuple[np.ndarray, ...]:
+        """The non-zero entries of :meth:`transform_tokens`: (row, column, weight) arrays,
+        ordered by row, then column."""
+        lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
+        columns = np.fromiter(map(self._index.get, chain.from_iterable(documents), repeat(-1)),
+                              dtype=np.int64, count=int(lengths.sum()))
+        n_texts, n_features = len(documents), len(self.vocabulary_)
+        rows = np.repeat(np.arange(n_texts), lengths)
+        known = columns >= 0
+        keys = np.sort(rows[known] * n_features + columns[known])  # (text, term), text-major
+        first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1]))) if keys.size \
+            else np.zeros(0, dtype=np.int64)
+        counts = np.diff(np.append(first, keys.size))  # term counts
+        rows, columns = np.divmod(keys[first], n_features)
+        weights = counts * self.idf_[columns]
+        norms = np.sqrt(np.bincount(rows, weights=weights**2, minlength=n_texts))
+        weights /= np.where(norms > 0, norms, 1.0)[rows]
+        nonzero = weights != 0  # a term found in every training text weighs 0
+        return rows[nonzero], columns[nonzero], weights[nonzero]
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
         params = {"max_features": self.max_features, "max_chars": self.max_chars}
@@ -150,6 +185,7 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
         self.train_matrix_, self.train_labels_ = matrix, labels
         self.classes_ = np.array([0, 1])
         self.class_vectors_ = [matrix[labels == c] for c in self.classes_]
+        self.class_columns_ = [csc_matrix(vectors) for vectors in self.class_vectors_]
         counts = np.array([len(vectors) for vectors in self.class_vectors_], dtype=float)
         sizes = counts if self.bandwidth == "per-class" else np.full(2, counts.mean())
         self.sigma_ = 1.0 / np.sqrt(sizes)
@@ -158,48 +194,69 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
             self._log_density(np.zeros(matrix.shape[1]), np.arange(matrix.shape[1]), c)
             for c in self.classes_
         ]
+        self.zero_log_likelihood_ = [float(zero.sum()) for zero in self.zero_log_density_]
 
     def _log_density(self, values: np.ndarray, columns: np.ndarray, c: int) -> np.ndarray:
-        """``log P(x_j = value | c)`` for each (value, column j) pair, shape (len(values),)."""
-        vectors, sigma = self.class_vectors_[c], self.sigma_[c]
+        """``log P(x_j = value | c)`` for each (value, column j) pair, shape (len(values),).
+
+        Most training values of a column are 0 (a page holds a few of the F terms): the
+        ``n_c - m_j`` zero kernels are one term ``(n_c - m_j) K(x; 0)``, and only the column's
+        ``m_j`` non-zero training values are visited (``class_columns_[c]``, the class's vectors
+        by column). The same sum as over all n_c kernels, in a fraction of the work."""
+        by_column, sigma = self.class_columns_[c], self.sigma_[c]
+        n_samples = by_column.shape[0]
+        values = np.asarray(values, dtype=float)
+        zeros = n_samples - (by_column.indptr[columns + 1] - by_column.indptr[columns])
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a column without zero values
+            zero_term = np.log(zeros) - 0.5 * (values / sigma) ** 2
         out = np.empty(len(values))
-        step = max(1, _MAX_CELLS // max(1, len(vectors)))
-        for start in range(0, len(values), step):  # bounded memory, not a loop over features
+        step = max(1, _MAX_CELLS // max(1, n_samples))
+        for start in range(0, len(values), step):  # bounded memory on long texts
             part = slice(start, start + step)
-            z = (values[part, None] - vectors[:, columns[part]].T) / sigma
-            log_kernel = -0.5 * z * z
-            peak = log_kernel.max(axis=1)  # logsumexp without scipy's per-call overhead
-            out[part] = peak + np.log(np.exp(log_kernel - peak[:, None]).sum(axis=1))
-        return out - math.log(len(vectors)) - math.log(sigma) - _LOG_SQRT_2PI
+            out[part] = _log_sum_kernels(zero_term[part], values[part], columns[part], by_column,
+                                         sigma)
+        return out - math.log(n_samples) - math.log(sigma) - _LOG_SQRT_2PI
 
     def class_log_likelihood(self, matrix: csr_matrix) -> np.ndarray:
         """``Σ_j log P(x_j|c)`` of each row of a TF-IDF matrix, shape (n, 2)."""
         matrix = csr_matrix(matrix)
         rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
-        columns, values = matrix.indices, matrix.data
-        result = np.empty((matrix.shape[0], 2))
+        return self._likelihood(rows, matrix.indices, matrix.data, matrix.shape[0])
+
+    def _likelihood(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray,
+                    n_rows: int) -> np.ndarray:
+        """:meth:`class_log_likelihood` of a matrix given by its non-zero entries."""
+        result = np.empty((n_rows, 2))
         for c in self.classes_:
             zero = self.zero_log_density_[c]
             change = self._log_density(values, columns, c) - zero[columns]
-            result[:, c] = zero.sum() + np.bincount(rows, weights=change, minlength=matrix.shape[0])
+            result[:, c] = self.zero_log_likelihood_[c] + np.bincount(rows, weights=change,
+                                                                      minlength=n_rows)
         return result
 
     def log_odds(self, texts: Sequence[str]) -> np.ndarray:
         """Plain KDE-NB ``log P(relevant|text) - log P(irrelevant|text)``."""
-        return self._log_odds(self.features_.transform(texts))
+        entries = self.features_.entries(_text_tokens(texts, self.max_chars))
+        return self._log_odds(*entries, len(texts))
 
-    def _log_odds(self, matrix: csr_matrix) -> np.ndarray:
-        likelihood = self.class_log_likelihood(matrix)
+    def _log_odds(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray,
+                  n_rows: int) -> np.ndarray:
+        likelihood = self._likelihood(rows, columns, values, n_rows)
         return self.prior_log_odds_ + likelihood[:, 1] - likelihood[:, 0]
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(relevant | text) for each text, shape (n,), tempered as the module docstring says."""
-        if len(texts) == 0:
+        return self.predict_proba_tokens(_text_tokens(texts, self.max_chars))
+
+    def predict_proba_tokens(self, documents: Sequence[Sequence[str]]) -> np.ndarray:
+        """:meth:`predict_proba` of texts already tokenised (a page's link texts, whose tokens
+        the link index has at hand)."""
+        if len(documents) == 0:
             return np.zeros(0)
-        matrix = self.features_.transform(texts)
-        log_odds = self._log_odds(matrix)
+        rows, columns, values = self.features_.entries(documents)
+        log_odds = self._log_odds(rows, columns, values, len(documents))
         if self.evidence_features is not None:
-            n_terms = np.diff(matrix.indptr)
+            n_terms = np.bincount(rows, minlength=len(documents))
             log_odds = log_odds / np.maximum(1.0, n_terms / self.evidence_features)
         return expit(log_odds)
 

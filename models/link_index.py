@@ -21,6 +21,9 @@ per-term cap, then exact re-ranking; standard for nearest-neighbour search over 
    capped score) are scored exactly - each candidate's own postings against the whole query -
    and the best of them is v*.
 
+Both steps run link by link in compiled code (:mod:`models.link_search`, numba), or as
+whole-array numpy steps with the same floats where numba is missing.
+
 The s_v* reported is always the exact score of the vertex chosen; the approximation is that v*
 is not argmax_v s_v when the best vertex is not among the candidates. On
 benchmarks/bench_jlse.py (100,000 vertices, links unrelated to them, so that the best vertex wins
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from jlse.models import link_search
 from jlse.models.bm25 import FieldBM25, StackedFields
 from jlse.models.link_tokens import (  # noqa: F401  (url_tokens and the caches are re-exported)
     COMMON_URL_TOKENS,
@@ -53,15 +57,7 @@ from jlse.models.link_tokens import (  # noqa: F401  (url_tokens and the caches 
     text_tokens,
     url_tokens,
 )
-from jlse.models.sparse_rows import (
-    pair_products,
-    product,
-    row_argmax,
-    stack,
-    term_major,
-    top_per_row,
-    top_postings,
-)
+from jlse.models.sparse_rows import row_argmax, stack, term_major, top_postings
 
 if TYPE_CHECKING:
     from typing import Self
@@ -181,13 +177,9 @@ class LinkIndex:
     def _search(self, anchors: Sequence[str], urls: Sequence[str],
                 contexts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The approximate search of the module docstring: capped candidates, exact re-ranking."""
-        queries = self._queries(anchors, urls, contexts)
-        candidates = product(queries, self.postings_)
-        rows, vertices = top_per_row(candidates, self.rescore, min_ratio=CANDIDATE_RATIO)
-        scores = self._pair_scores(queries, rows, vertices)
-        indptr = np.zeros(len(anchors) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=len(anchors)), out=indptr[1:])
-        return row_argmax(indptr, scores, vertices)
+        return link_search.search(self._queries(anchors, urls, contexts), self.postings_,
+                                  [field.doc_weights_ for field in self.fields_], self.offsets_,
+                                  self.rescore, CANDIDATE_RATIO)
 
     def scores(self, anchors: Sequence[str], urls: Sequence[str],
                contexts: Sequence[str]) -> sp.csr_matrix:
@@ -202,12 +194,6 @@ class LinkIndex:
         np.cumsum(np.bincount(stacked.rows, minlength=len(anchors)), out=indptr[1:])
         return sp.csr_matrix((stacked.values, stacked.columns.astype(np.int32), indptr),
                              shape=(len(anchors), int(self.offsets_[-1])))
-
-    def _pair_scores(self, queries: sp.csr_matrix, rows: np.ndarray,
-                     vertices: np.ndarray) -> np.ndarray:
-        """Exact s_v of each (link ``rows[i]``, vertex ``vertices[i]``) pair."""
-        return pair_products([field.doc_weights_ for field in self.fields_], self.offsets_,
-                             queries, rows, vertices)
 
     def _all_postings(self) -> sp.csr_matrix:
         """All fields' postings (term x vertex) stacked, built on first use."""

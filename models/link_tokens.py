@@ -6,8 +6,10 @@ tokenised together (:func:`models.tokenizer.tokenize_many`, :func:`url_tokens_ma
 
 The tokens of the anchors and URLs seen lately are cached: they repeat from page to page
 (navigation, templates), and the anchor similarity tokenises a page's anchors just before the
-link index does. Contexts are not cached: a context seen again nearly always comes with its
-whole link, which the link index answers from memory; caching them cost tens of MB for nothing.
+link index does. Of contexts only the last list tokenised is kept (:class:`_LastTexts`): a
+context seen again on a later page nearly always comes with its whole link, which the link index
+answers from memory (a cache of contexts cost tens of MB for nothing), but the link-text model
+reads the same page's contexts just after the link index (:func:`link_text_tokens`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from itertools import filterfalse, repeat
+from operator import is_
 from urllib.parse import unquote, unquote_plus, urlsplit
 
 from jlse.models.tokenizer import tokenize, tokenize_many
@@ -135,7 +138,7 @@ class _TokenCache:
         self.entries: dict[str, tuple[str, ...]] = {}
 
     def many(self, texts: Sequence[str]) -> list[Sequence[str]]:
-        """The tokens of each text (not a string: tokenised, not cached)."""
+        """The tokens of each text as tuples (not a string: tokenised, not cached)."""
         try:
             found = list(map(self.entries.get, texts))
         except TypeError:  # an unhashable non-string
@@ -161,6 +164,26 @@ _TEXT_TOKENS = _TokenCache(text_tokens_many, 8192)
 _URL_TOKENS = _TokenCache(url_tokens_many, 8192)
 
 
+class _LastTexts:
+    """The tokens of the last list of texts tokenised, handed out again for the same strings
+    (the very objects). One slot, replaced whole: safe across threads."""
+
+    def __init__(self, tokens_many: Callable[[list], list[Sequence[str]]]) -> None:
+        self.tokens_many = tokens_many
+        self.last: tuple[list, list[tuple[str, ...]]] = ([], [])
+
+    def many(self, texts: Sequence[str]) -> list[tuple[str, ...]]:
+        seen, tokens = self.last
+        if len(texts) == len(seen) and all(map(is_, texts, seen)):
+            return tokens
+        tokens = list(map(tuple, self.tokens_many(list(texts))))
+        self.last = (list(texts), tokens)
+        return tokens
+
+
+_CONTEXT_TOKENS = _LastTexts(text_tokens_many)
+
+
 def anchor_tokens(anchors: Sequence[str]) -> list[Sequence[str]]:
     """:func:`text_tokens` of each anchor, from the cache the link index reads."""
     return _TEXT_TOKENS.many(anchors)
@@ -171,7 +194,22 @@ def field_tokens(anchors: Sequence[str], urls: Sequence[str],
     """Token sequences of each field of query links, in ``FIELDS`` order (anchors and URLs
     cached per string); ValueError if the lengths differ."""
     check_lengths(anchors, urls, contexts)
-    return [_TEXT_TOKENS.many(anchors), _URL_TOKENS.many(urls), text_tokens_many(contexts)]
+    return [_TEXT_TOKENS.many(anchors), _URL_TOKENS.many(urls), _CONTEXT_TOKENS.many(contexts)]
+
+
+def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:
+    """``anchor + " " + context`` of each link (what the link-text models read)."""
+    return [f"{anchor} {context}".strip() for anchor, context in zip(anchors, contexts, strict=True)]
+
+
+def link_text_tokens(anchors: Sequence[str], contexts: Sequence[str]) -> list[Sequence[str]]:
+    """The tokens of each link's text: its anchor's then its context's (:func:`text_tokens`),
+    from the caches the link index has just filled. The same tokens as
+    ``tokenize(anchor + " " + context)`` when both are at most :data:`TEXT_CHARS` long (the
+    parser's cap on contexts)."""
+    if len(anchors) != len(contexts):
+        raise ValueError(f"link texts: {len(anchors)} anchors, {len(contexts)} contexts")
+    return list(map(tuple.__add__, _TEXT_TOKENS.many(anchors), _CONTEXT_TOKENS.many(contexts)))
 
 
 def check_lengths(anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str]) -> None:

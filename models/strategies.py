@@ -31,9 +31,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from jlse.models.link_tokens import link_texts
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
+# (anchors, contexts) of a page's links -> P(relevant | anchor + context) of each
+LinkTextFn = Callable[[Sequence[str], Sequence[str]], np.ndarray]
 
 VSM_LINK_TEXT_SHARE = 0.5  # vsm: priority = relevance * (1 - share + share * cosine)
 
@@ -208,7 +211,7 @@ class LearnedTunnelling(JointLinkSimilarity):
     name = "jlse"
 
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
-                 section_links: float = 0.0, link_text_relevance: SimilarityFn | None = None,
+                 section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
@@ -234,14 +237,9 @@ class LearnedTunnelling(JointLinkSimilarity):
             relevance = self.tunnel_weight
         priorities = relevance * np.maximum(sim_anchor, sim_predicted)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
-            text = np.asarray(self.link_text_relevance(link_texts(anchors, contexts)), dtype=float)
+            text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
             priorities *= 1.0 - self.link_text_weight + self.link_text_weight * text
         return priorities
-
-
-def link_texts(anchors: Sequence[str], contexts: Sequence[str]) -> list[str]:
-    """``anchor + " " + context`` of each link (what the link-context models read)."""
-    return [f"{anchor} {context}".strip() for anchor, context in zip(anchors, contexts, strict=True)]
 
 
 class BayesContext(Strategy):
@@ -250,15 +248,15 @@ class BayesContext(Strategy):
 
     name = "bayes"
 
-    def __init__(self, context_relevance: SimilarityFn, **base: Any) -> None:
+    def __init__(self, link_text_relevance: LinkTextFn, **base: Any) -> None:
         super().__init__(**base)
-        self.context_relevance = context_relevance
+        self.link_text_relevance = link_text_relevance
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
                     parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
-        return np.asarray(self.context_relevance(link_texts(anchors, contexts)), dtype=float)
+        return np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
 
 
 class KeywordCosine:

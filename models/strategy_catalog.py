@@ -57,7 +57,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
         if cls is LearnedTunnelling:
             return cls(evaluator, tunnel_weight=settings.tunnel_weight,
                        section_links=settings.section_links,
-                       link_text_relevance=model.context_relevance,
+                       link_text_relevance=model.link_text_relevance,
                        link_text_weight=settings.link_text_weight, **base)
         return cls(evaluator, **base)
 
@@ -71,7 +71,7 @@ def _build_opic(settings, model, qtable, base) -> Strategy:
 
 
 def _build_bayes(settings, model, qtable, base) -> Strategy:
-    return BayesContext(_require_model("bayes", model).context_relevance, **base)
+    return BayesContext(_require_model("bayes", model).link_text_relevance, **base)
 
 
 def _build_cfc(settings, model, qtable, base) -> Strategy:

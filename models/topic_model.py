@@ -12,8 +12,9 @@
 - target pages: the RBF SVM on target/nontarget page stats; without both, :class:`TargetRule`.
 - anchor similarity: GTSAT's NB over the labelled anchors; without both labels, the relevance
   model applied to the anchor text, with GTSAT's rule (``floor`` below ``relevance_threshold``).
-- link-text relevance (:meth:`TopicModel.context_relevance`): a KDE-NB on the sample pages
-  whatever the page classifier; without both kinds of pages, the relevance model.
+- link-text relevance (:meth:`TopicModel.context_relevance`, of a page's links
+  :meth:`TopicModel.link_text_relevance`): a KDE-NB on the sample pages whatever the page
+  classifier; without both kinds of pages, the relevance model.
 
 VSM scores live on another scale (the paper's threshold 0.1, docs/algorithms.md §4.1) than posteriors (0.5), and the crawl
 compares relevance with ``relevance_threshold``. So a VSM score s is reported as the monotone
@@ -38,6 +39,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 
 from jlse.models.anchor import AnchorSimilarity
 from jlse.models.kde_nb import KDENaiveBayes
+from jlse.models.link_tokens import link_text_tokens, link_texts
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, NaiveBayesTextClassifier, text_sample
 from jlse.models.page_stats import PageStats
 from jlse.models.result_page import ResultPageClassifier, TargetRule
@@ -174,6 +176,15 @@ class TopicModel:
         if self.context_model_ is not None:
             return self.context_model_.predict_proba(texts)
         return self.relevance_texts(texts)
+
+    def link_text_relevance(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """:meth:`context_relevance` of each link's ``anchor + " " + context``, shape (n,); the
+        KDE-NB reads the tokens the link index has just cached (``link_text_tokens``)."""
+        if len(anchors) == 0:
+            return np.zeros(0)
+        if self.context_model_ is not None:
+            return self.context_model_.predict_proba_tokens(link_text_tokens(anchors, contexts))
+        return self.relevance_texts(link_texts(anchors, contexts))
 
     def cross_validate(self, samples: TopicSamples, folds: int = 5) -> dict[str, float]:
         """Mean accuracy of each classifier under stratified k-fold (nan: < 2 samples per class)."""

@@ -19,8 +19,9 @@ from jlse.models.link_index import (
     _url_parts_by_urlsplit,
     url_tokens,
 )
-from jlse.models.link_tokens import url_tokens_many
+from jlse.models.link_tokens import link_text_tokens, url_tokens_many
 from jlse.models.sparse_rows import product, top_per_row, top_postings
+from jlse.models.tokenizer import tokenize
 
 # N = 3 documents of lengths 3, 2, 4: avgdl = 3, k1 = 2, b = 0.75.
 CORPUS = [["apple", "banana", "apple"], ["banana", "cherry"], ["cherry", "date", "egg", "fig"]]
@@ -194,6 +195,19 @@ def test_url_tokens_keep_host_path_and_query_words() -> None:
                 .map(lambda tail: "http://" + tail) | st.none(), max_size=10))
 def test_url_tokens_many_is_url_tokens_of_each_url(urls: list) -> None:
     assert url_tokens_many(urls) == [url_tokens(url) for url in urls]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab 1'-中文手机.Ｘé")), max_size=20),
+                          st.text(alphabet=st.sampled_from(list("cd 2'-评测手机,Ｙè")), max_size=40)),
+                max_size=8))
+def test_link_text_tokens_are_the_tokens_of_anchor_plus_context(links: list) -> None:
+    anchors, contexts = [a for a, _ in links], [c for _, c in links]
+    expected = [tokenize(f"{anchor} {context}") for anchor, context in links]
+    assert list(map(list, link_text_tokens(anchors, contexts))) == expected
+    # the contexts the link index tokenised (cached) give the same tokens
+    link_index.field_tokens(anchors, ["http://a.test/"] * len(links), contexts)
+    assert list(map(list, link_text_tokens(anchors, contexts))) == expected
 
 
 def test_fitted_vocabularies_map_each_token_to_its_first_appearance() -> None:

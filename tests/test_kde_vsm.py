@@ -14,6 +14,7 @@ from scipy.sparse import csr_matrix
 from scipy.stats import norm
 
 from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes, TfidfFeatures
+from jlse.models.tokenizer import tokenize
 from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
 from jlse.models.vsm import DEFAULT_POSITION_WEIGHTS, PositionVSM, normalised_weights
 from jlse.sandbox import build_web
@@ -89,6 +90,27 @@ def test_kde_density_matches_a_hand_computation(bandwidth: str) -> None:
     # the zero-feature shortcut gives the full formula for a vector holding a 0
     expected = [log_density(0.0, vectors, 0) + log_density(1.0, vectors, 1) for vectors in classes]
     assert model.class_log_likelihood(csr_matrix([[0.0, 1.0]]))[0] == pytest.approx(expected)
+
+
+def test_kde_sums_over_all_training_vectors_on_a_sparse_vocabulary(phones) -> None:
+    pages = phones.relevant + phones.irrelevant
+    model = KDENaiveBayes().fit(pages, [1] * len(phones.relevant) + [0] * len(phones.irrelevant))
+    rng = np.random.default_rng(0)
+    columns = rng.integers(0, model.train_matrix_.shape[1], 300)
+    values = np.concatenate([np.zeros(50), rng.random(250)])
+    for c, vectors in enumerate(model.class_vectors_):  # every kernel, zeros included
+        sigma = model.sigma_[c]
+        expected = np.log(norm.pdf(values[:, None], loc=vectors[:, columns].T, scale=sigma).mean(axis=1))
+        assert model._log_density(values, columns, c) == pytest.approx(expected, rel=1e-12)
+
+
+def test_kde_scores_tokenised_texts_as_it_scores_texts(phones) -> None:
+    pages = phones.relevant + phones.irrelevant
+    model = KDENaiveBayes().fit(pages, [1] * len(phones.relevant) + [0] * len(phones.irrelevant))
+    texts = ["最新手机评测 battery camera", "football scores tonight", "", "手机"]
+    assert model.predict_proba_tokens([tokenize(text) for text in texts]) == pytest.approx(
+        model.predict_proba(texts), rel=1e-12)
+    assert model.predict_proba_tokens([]).shape == (0,)
 
 
 def test_kde_mean_class_bandwidth_survives_unbalanced_classes(phones) -> None:

@@ -148,15 +148,15 @@ def test_jlse_weighs_each_link_by_its_own_text() -> None:
 
     seen = []
 
-    def link_text(texts):
-        seen.append(list(texts))
+    def link_text(anchors, contexts):
+        seen.append((list(anchors), list(contexts)))
         return np.array([1.0, 0.0, 0.4])
 
     evidence = FixedEvidence([0.5, 0.5, 0.5], [0.0, 0.0, 0.0])  # the siblings look alike
     jlse = LearnedTunnelling(evidence, link_text_relevance=link_text, link_text_weight=0.5)
     assert jlse.score_links(0.8, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx(
         [0.8 * 0.5 * 1.0, 0.8 * 0.5 * 0.5, 0.8 * 0.5 * 0.7])
-    assert seen == [[f"{a} {c}" for a, c in zip(ANCHORS, CONTEXTS, strict=True)]]
+    assert seen == [(ANCHORS, CONTEXTS)]
     assert jlse.score_links(0.1, 0, ANCHORS, URLS, CONTEXTS).tolist() == [0.0] * 3
     assert len(seen) == 1  # an irrelevant page's links (tunnel weight 0) are not read
     jlse.link_text_weight = 0.0
@@ -166,10 +166,12 @@ def test_jlse_weighs_each_link_by_its_own_text() -> None:
 def test_link_text_model_reaches_jlse_only(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(), phone_model)
     assert jlse.link_text_weight == 0.5
-    assert jlse.link_text_relevance == phone_model.context_relevance
-    texts = ["the best smartphone camera review", "pasta recipe cooking at home"]
-    on, off = jlse.link_text_relevance(texts)
+    assert jlse.link_text_relevance == phone_model.link_text_relevance
+    anchors, contexts = ["the best smartphone", "pasta recipe"], ["camera review", "cooking at home"]
+    on, off = jlse.link_text_relevance(anchors, contexts)
     assert on > 0.5 > off
+    texts = [f"{anchor} {context}" for anchor, context in zip(anchors, contexts, strict=True)]
+    assert [on, off] == pytest.approx(phone_model.context_relevance(texts))
     assert not hasattr(make_strategy("jlse-paper", Settings(), phone_model), "link_text_weight")
 
 
@@ -195,11 +197,12 @@ def test_opic_without_a_model_is_plain_opic() -> None:
 def test_bayes_scores_anchor_plus_context() -> None:
     seen: list[list[str]] = []
 
-    def context_relevance(texts):
-        seen.append(list(texts))
+    def link_text_relevance(anchors, contexts):
+        texts = [f"{a} {c}" for a, c in zip(anchors, contexts, strict=True)]
+        seen.append(texts)
         return np.array([0.9 if "smartphone" in t else 0.1 for t in texts])
 
-    bayes = BayesContext(context_relevance)
+    bayes = BayesContext(link_text_relevance)
     priorities = bayes.score_links(0.2, 0, ANCHORS, URLS, CONTEXTS)
     assert priorities.tolist() == [0.9, 0.1, 0.1]  # page relevance plays no part
     assert seen == [["phone review the best smartphone of the year", "pasta recipe cooking at home",
