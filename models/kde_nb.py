@@ -48,6 +48,7 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.naive_bayes import GaussianNB
 
+from jlse.models import compiled
 from jlse.models.naive_bayes import DEFAULT_MAX_CHARS, binary_labels, text_sample
 from jlse.models.sparse_rows import row_positions
 from jlse.models.tokenizer import tokenize_many
@@ -121,12 +122,18 @@ class TfidfFeatures:
         np.cumsum(np.bincount(rows, minlength=len(documents)), out=indptr[1:])
         return csr_matrix((weights, columns, indptr), shape=(len(documents), len(self.vocabulary_)))
 
-    def entries(self, documents: Sequence[Sequence[str]]) -> tuple[np.ndarray, ...]:
-        """The non-zero entries of :meth:`transform_tokens`: (row, column, weight) arrays,
-        ordered by row, then column."""
+    def token_columns(self, documents: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """The feature column of every token (-1: not a feature), all texts' tokens in a row,
+        and the number of tokens of each text."""
         lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
         columns = np.fromiter(map(self._index.get, chain.from_iterable(documents), repeat(-1)),
                               dtype=np.int64, count=int(lengths.sum()))
+        return columns, lengths
+
+    def entries(self, documents: Sequence[Sequence[str]]) -> tuple[np.ndarray, ...]:
+        """The non-zero entries of :meth:`transform_tokens`: (row, column, weight) arrays,
+        ordered by row, then column."""
+        columns, lengths = self.token_columns(documents)
         n_texts, n_features = len(documents), len(self.vocabulary_)
         rows = np.repeat(np.arange(n_texts), lengths)
         known = columns >= 0
@@ -195,6 +202,11 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
             for c in self.classes_
         ]
         self.zero_log_likelihood_ = [float(zero.sum()) for zero in self.zero_log_density_]
+        # the same, as the compiled posteriors take them
+        self._by_column_arrays = tuple(array for by_column in self.class_columns_
+                                       for array in (by_column.indptr, by_column.data))
+        self._class_sizes = np.array([len(vectors) for vectors in self.class_vectors_])
+        self._zero_log_densities = np.vstack(self.zero_log_density_)
 
     def _log_density(self, values: np.ndarray, columns: np.ndarray, c: int) -> np.ndarray:
         """``log P(x_j = value | c)`` for each (value, column j) pair, shape (len(values),).
@@ -253,6 +265,16 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
         the link index has at hand)."""
         if len(documents) == 0:
             return np.zeros(0)
+        kernel = compiled.kernel("_kde_kernel", "posteriors")
+        if kernel is not None:
+            return kernel(*self.features_.token_columns(documents), self.features_.idf_,
+                          *self._by_column_arrays, self.sigma_, self._class_sizes,
+                          self._zero_log_densities, np.asarray(self.zero_log_likelihood_),
+                          self.prior_log_odds_, float(self.evidence_features or 0))
+        return self._posteriors_arrays(documents)
+
+    def _posteriors_arrays(self, documents: Sequence[Sequence[str]]) -> np.ndarray:
+        """:meth:`predict_proba_tokens` in whole-array numpy steps."""
         rows, columns, values = self.features_.entries(documents)
         log_odds = self._log_odds(rows, columns, values, len(documents))
         if self.evidence_features is not None:

@@ -14,27 +14,21 @@ For each query link (a row of the stacked query matrix, :meth:`LinkIndex._querie
 
 Two implementations give the same floats (tests/test_link_search.py checks them against each
 other): :func:`search_arrays` in whole-array numpy steps (:mod:`models.sparse_rows`), and
-:func:`_search_compiled`, the same steps link by link in code compiled by numba, where
-nothing is materialised but one link's scores: about a third less time at 100,000 vertices
-(benchmarks/bench_jlse.py). numba compiles it on first use and caches the machine code on disk
-(``__pycache__`` beside this file, or numba's user cache directory); where numba cannot be
-imported, :func:`search` uses the numpy steps and says so once in the log.
+:func:`search_compiled`, the same steps link by link in code compiled by numba
+(``models/_link_search_kernel.py``, loaded by :mod:`models.compiled`), where nothing is
+materialised but one link's scores: about half the time at 100,000 vertices
+(benchmarks/bench_jlse.py). Without numba, :func:`search` takes the numpy steps.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
+from jlse.models import compiled
 from jlse.models.sparse_rows import pair_products, product, row_argmax, top_per_row
-
-logger = logging.getLogger(__name__)
-
-_compiled: Callable | None = None
-_compiled_loaded = False
 
 
 def search(queries: sp.csr_matrix, postings: sp.csr_matrix, doc_weights: Sequence[sp.csr_matrix],
@@ -91,14 +85,4 @@ def prepare() -> None:
 
 
 def _kernel() -> Callable | None:
-    """The compiled kernel, or None without numba (logged once)."""
-    global _compiled, _compiled_loaded
-    if not _compiled_loaded:
-        try:
-            from jlse.models._link_search_kernel import search_links
-            _compiled = search_links
-        except ImportError as error:  # numba missing or not matching this numpy
-            logger.warning("link search: numba unavailable (%s); using the numpy search, "
-                           "about half as fast again", error)
-        _compiled_loaded = True
-    return _compiled
+    return compiled.kernel("_link_search_kernel", "search_links")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.sparse import csr_matrix
 from scipy.stats import norm
 
+from jlse.models import compiled
 from jlse.models.kde_nb import GaussianNBText, KDENaiveBayes, TfidfFeatures
 from jlse.models.tokenizer import tokenize
 from jlse.models.topic_model import TopicModel, TopicSamples, cv_fold_scores
@@ -111,6 +112,19 @@ def test_kde_scores_tokenised_texts_as_it_scores_texts(phones) -> None:
     assert model.predict_proba_tokens([tokenize(text) for text in texts]) == pytest.approx(
         model.predict_proba(texts), rel=1e-12)
     assert model.predict_proba_tokens([]).shape == (0,)
+
+
+@pytest.mark.parametrize("evidence_features", [50, 5, None])
+def test_kde_compiled_posteriors_are_the_numpy_steps(phones, evidence_features) -> None:
+    pages = phones.relevant + phones.irrelevant
+    model = KDENaiveBayes(evidence_features=evidence_features).fit(
+        pages, [1] * len(phones.relevant) + [0] * len(phones.irrelevant))
+    texts = pages + ["最新手机评测 battery camera battery", "football scores tonight", "", "手机"]
+    documents = [tokenize(text) for text in texts]
+    assert compiled.kernel("_kde_kernel", "posteriors") is not None, "make dev installs numba"
+    found = model.predict_proba_tokens(documents)
+    assert found == pytest.approx(model._posteriors_arrays(documents), rel=1e-9, abs=1e-300)
+    assert 0 < found.min() < 0.5 < found.max() < 1
 
 
 def test_kde_mean_class_bandwidth_survives_unbalanced_classes(phones) -> None:
