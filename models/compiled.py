@@ -27,6 +27,6 @@ def kernel(module: str, name: str) -> Callable | None:
         except ImportError as error:  # numba missing, or built for another numpy
             if not any(found is None for found in _loaded.values()):
                 logger.warning("numba unavailable (%s): the link search and the link-text "
-                               "model take their numpy steps, at about 1.6 times the CPU", error)
+                               "model take their numpy steps, at about 1.4 times the CPU", error)
             _loaded[key] = None
     return _loaded[key]
