@@ -14,7 +14,7 @@ from typing import Any
 from jlse.embedded import EmbeddedCrawler
 from jlse.learner.background import BackgroundLearner, QTableHolder, qtable_file_name
 from jlse.learner.context_graph import ContextGraphLearner
-from jlse.models import link_search, tokenizer
+from jlse.models import link_index, tokenizer
 from jlse.models.context_graph import ContextGraphStrategy
 from jlse.models.qtable import QTable
 from jlse.models.strategies import Strategy
@@ -120,7 +120,7 @@ def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, mo
         if model is not None:  # built once here and shared, not once per page process
             tokenizer.prepare(["中文"])
         if strategy.learns == "qtable":
-            link_search.prepare()
+            link_index.prepare_search()
         threads = -(-2 * settings.concurrency // processes)
         pool = ProcessPagePool(engine.process, processes, threads,
                                refresh=_qtable_loader(holder, workdir / "qtables"))

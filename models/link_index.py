@@ -227,3 +227,12 @@ class LinkIndex:
                              f"{len(FIELDS)} of them (None for no cap), got {self.max_postings!r}")
         if not (isinstance(self.rescore, int | np.integer) and self.rescore >= 1):
             raise ValueError(f"LinkIndex: rescore must be a positive integer, got {self.rescore!r}")
+
+
+def prepare_search() -> None:
+    """Load the compiled link search now (numba's import and its machine code from the disk
+    cache, about 0.4 s; compiled the first time, a few seconds): before forking page processes,
+    each of which would otherwise load it on its first search. Without numba, nothing to do."""
+    if link_search._kernel() is not None:  # a tiny index has the dtypes of real ones
+        LinkIndex().fit(["a"], ["http://a.test/"], ["b"]).best_vertices(["a"], ["http://a.test/"],
+                                                                          ["b"])

@@ -73,16 +73,5 @@ def search_compiled(kernel: Callable, queries: sp.csr_matrix, postings: sp.csr_m
                   int(rescore), np.float32(ratio))
 
 
-def prepare() -> None:
-    """Load the compiled search now (numba's import and its machine code from the disk cache,
-    about 0.4 s; compiled the first time, a few seconds): before forking page processes, each
-    of which would otherwise load it on its first search."""
-    if _kernel() is None:
-        return
-    from jlse.models.link_index import LinkIndex  # a tiny index: the dtypes of real ones
-
-    LinkIndex().fit(["a"], ["http://a.test/"], ["b"]).best_vertices(["a"], ["http://a.test/"], ["b"])
-
-
 def _kernel() -> Callable | None:
     return compiled.kernel("_link_search_kernel", "search_links")

@@ -155,11 +155,11 @@ def preload() -> None:
     """Warm what every crawl needs, once per worker before Celery forks its pool: the modules
     imported here, jieba's dictionary with its array form and the compiled link search (about
     3.5 s of CPU that each prefork child would otherwise spend on its first task)."""
-    from jlse.models import link_search, tokenizer
+    from jlse.models import link_index, tokenizer
     from jlse.scheduler.metrics import serve_worker
 
     tokenizer.prepare(["中文"])
-    link_search.prepare()  # the compiled link search (numba), loaded once
+    link_index.prepare_search()  # the compiled link search (numba), loaded once
     global _metrics
     _metrics = serve_worker()  # JLSE_WORKER_METRICS_PORT: Prometheus, before the pool forks
 
