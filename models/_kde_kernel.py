@@ -55,7 +55,7 @@ def posteriors(columns, lengths, idf, indptr0, values0, indptr1, values1, sigma,
                          - zero_log_density[0, j])
         if evidence_features > 0:
             log_odds /= max(1.0, n_terms / evidence_features)
-        out[text] = 1.0 / (1.0 + math.exp(-log_odds)) if log_odds > -700 else 0.0
+        out[text] = 1.0 / (1.0 + math.exp(-log_odds))  # exp overflows to inf: 0
     return out
 
 

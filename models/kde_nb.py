@@ -201,11 +201,11 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
             self._log_density(np.zeros(matrix.shape[1]), np.arange(matrix.shape[1]), c)
             for c in self.classes_
         ]
-        self.zero_log_likelihood_ = [float(zero.sum()) for zero in self.zero_log_density_]
+        self.zero_log_likelihood_ = np.array([zero.sum() for zero in self.zero_log_density_])
         # the same, as the compiled posteriors take them
         self._by_column_arrays = tuple(array for by_column in self.class_columns_
                                        for array in (by_column.indptr, by_column.data))
-        self._class_sizes = np.array([len(vectors) for vectors in self.class_vectors_])
+        self._class_sizes = counts.astype(np.int64)
         self._zero_log_densities = np.vstack(self.zero_log_density_)
 
     def _log_density(self, values: np.ndarray, columns: np.ndarray, c: int) -> np.ndarray:
@@ -269,7 +269,7 @@ class KDENaiveBayes(ClassifierMixin, BaseEstimator):
         if kernel is not None:
             return kernel(*self.features_.token_columns(documents), self.features_.idf_,
                           *self._by_column_arrays, self.sigma_, self._class_sizes,
-                          self._zero_log_densities, np.asarray(self.zero_log_likelihood_),
+                          self._zero_log_densities, self.zero_log_likelihood_,
                           self.prior_log_odds_, float(self.evidence_features or 0))
         return self._posteriors_arrays(documents)
 
