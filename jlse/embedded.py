@@ -9,11 +9,14 @@ the database.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import signal
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from jlse.progress import CrawlProgress
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
@@ -121,7 +124,8 @@ class EmbeddedCrawler:
             if self.settings.metrics_port else None  # Prometheus, on 127.0.0.1
         pool = self.pool or ThreadPagePool(self.engine.process, 2 * self.settings.concurrency)
         try:
-            reason = self._loop(pool)
+            with _first_interrupt_stops(self):
+                reason = self._loop(pool)
         except KeyboardInterrupt:
             reason = "interrupted"
         try:
@@ -222,3 +226,25 @@ class EmbeddedCrawler:
     def _show(self, counted: bool) -> None:
         if self.progress is not None:
             self.progress.update(self.counters, len(self.frontier), counted=counted)
+
+
+@contextlib.contextmanager
+def _first_interrupt_stops(crawler: EmbeddedCrawler) -> Iterator[None]:
+    """The first Ctrl+C (SIGINT) asks ``crawler`` to stop at its next turn of the loop; a second
+    one raises KeyboardInterrupt as usual. An interrupt raised at an arbitrary line could land
+    inside a write or while a lock is held; a flag is read where stopping is safe. Only the
+    main thread can set signal handlers: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        log.warning("interrupted: stopping after the pages in flight (Ctrl+C again: at once)")
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        crawler.stop()
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)

@@ -7,6 +7,12 @@ pins the order in which the runner starts URLs, not what a web answered.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
+import pytest
+
 from jlse.embedded import EmbeddedCrawler
 from jlse.models.strategies import BreadthFirst
 from jlse.records import CrawlTask, NewLink
@@ -62,3 +68,25 @@ def test_with_share_one_the_low_slots_alone_limit_junk(tmp_path) -> None:
     """The control: with low_priority_share 1 the junk fills the free slots at once."""
     started = _started_priorities(tmp_path, share=1.0)
     assert started[:2] == [1.0, 0.1] and started.index(0.7) > 6, started
+
+
+def test_first_ctrl_c_asks_the_crawl_to_stop_and_a_second_interrupts() -> None:
+    from jlse.embedded import _first_interrupt_stops
+
+    class Crawl:
+        stopped = 0
+
+        def stop(self) -> None:
+            self.stopped += 1
+
+    crawl = Crawl()
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with _first_interrupt_stops(crawl):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs between bytecodes of the main thread
+            assert crawl.stopped == 1  # no KeyboardInterrupt at an arbitrary line
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)
+    assert crawl.stopped == 1
+    assert signal.getsignal(signal.SIGINT) is before  # restored
