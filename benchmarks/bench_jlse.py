@@ -58,6 +58,7 @@ from jlse.models.qlearning import q_learning  # noqa: E402
 from jlse.models.qtable import QTable, build_qtable  # noqa: E402
 from jlse.models.strategies import LearnedTunnelling  # noqa: E402
 from jlse.models.tokenizer import tokenize  # noqa: E402
+from jlse.settings import Settings  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "jlse.json"
 VOCABULARY_SIZE = 20_000
@@ -228,9 +229,12 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
     anchors = anchor_model(rng, words).similarities
     pages, strategy_pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
                                            for _ in range(args.pages)] for _ in range(3))
-    strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table), section_links=0.5,
+    defaults = Settings()
+    strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table),
+                                 section_links=defaults.section_links,
                                  link_text_relevance=link_text_relevance(rng, words),
-                                 link_text_weight=0.5)
+                                 link_text_weight=defaults.link_text_weight,
+                                 relevance_exponent=defaults.relevance_exponent)
     # The evaluator and the default strategy side by side; no cache shared (pages all new).
     default = side_by_side({"capped": (JLSEEvaluator(anchors, lambda: table), pages),
                             "strategy": (strategy, strategy_pages)})

@@ -6,7 +6,8 @@
 ``confusion``: each topic's page classifier (trained from its topic directory, as a crawl
 trains it) over every page of the real-text web; prints, per topic, the share of each true
 topic's pages it judges relevant (the diagonal is recall, the rest what the crawl will harvest
-by mistake). About 1 minute.
+by mistake), and among the pages it judges relevant the median P of its right ones and of its
+mistakes and the AUC of P between them. About 1 minute.
 
 ``ceiling``: ``jlse eval --web real`` (the arguments after ``ceiling``, e.g. ``--strategies
 jlse --budget 1000 --checkpoints 250,500,1000 --out runs/ceiling``) with every topic model's
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from jlse.models.topic_model import TopicModel
 from jlse.sandbox.realweb.web import RealWeb, build_real_web
@@ -56,9 +58,24 @@ def confusion(negatives: str) -> None:
         for topic in web.topics:
             web.write_topic_dir(topic, Path(folder) / topic)
             model = build_topic_model(load_topic(Path(folder) / topic))
-            judged = model.relevance_texts(texts) >= model.relevance_threshold
+            scores = model.relevance_texts(texts)
+            judged = scores >= model.relevance_threshold
             cells = [judged[true_topics == name].mean() for name in names]
-            print(f"{topic:10s} " + " ".join(f"{cell:8.2f}" for cell in cells), flush=True)
+            print(f"{topic:10s} " + " ".join(f"{cell:8.2f}" for cell in cells)
+                  + sureness(scores, judged, true_topics, topic), flush=True)
+
+
+def sureness(scores: np.ndarray, judged: np.ndarray, true_topics: np.ndarray, topic: str) -> str:
+    """Among the pages judged relevant: the median P of the topic's own pages and of the
+    others' (the mistakes), and the AUC of P between them (what ``relevance_exponent`` uses)."""
+    right = judged & (true_topics == topic)
+    wrong = judged & (true_topics != topic) & (true_topics != "hub")
+    if not right.any() or not wrong.any():
+        return ""
+    labels = np.r_[np.ones(right.sum()), np.zeros(wrong.sum())]
+    auc = roc_auc_score(labels, np.r_[scores[right], scores[wrong]])
+    return (f"   judged relevant: median P {np.median(scores[right]):.3f} right, "
+            f"{np.median(scores[wrong]):.3f} wrong, AUC {auc:.2f}")
 
 
 def ceiling(eval_args: list[str]) -> int:

@@ -123,7 +123,9 @@ class Settings:
     field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
     tunnel_weight: float = 0.0  # jlse: the relevance a page judged irrelevant passes on
     # jlse: a link's priority x (1 - w + w x P(relevant | its anchor + context)); 0 = off
-    link_text_weight: float = 0.5
+    link_text_weight: float = 0.7
+    # jlse: a page judged relevant passes r ** relevance_exponent to its links (1 = r itself)
+    relevance_exponent: float = 4.0
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link
@@ -182,6 +184,8 @@ class Settings:
                     "low_priority_share", "section_links", "link_text_weight"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
+        if not 1.0 <= self.relevance_exponent <= 64.0:
+            raise SettingsError(f"relevance_exponent: must lie in [1, 64], got {self.relevance_exponent}")
         if self.warc not in WARC_MODES:
             raise SettingsError(f"warc: one of {', '.join(WARC_MODES)}, got {self.warc!r}")
         self._validate_discovery()

@@ -187,9 +187,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     """The default JLSE: the product variant with soft focus.
 
     ``priority(i) = r * max(sim_anchor(i), sim_predicted(i)) * (1 - w + w * t(i))`` with
-    r = P(relevant | page) on a page judged relevant and r = ``tunnel_weight`` (default 0) on one
-    judged irrelevant; t(i) = P(relevant | anchor + context of link i) by the topic's link-text
-    model, w = ``link_text_weight`` (0.5 in the settings): among a relevant listing's links,
+    r = P(relevant | page) ** γ on a page judged relevant (γ = ``relevance_exponent``, 4 in the
+    settings: a page the classifier is less sure of leads less; the pages it takes for relevant
+    by mistake score lower than the ones it is right about) and r = ``tunnel_weight`` (default
+    0) on one judged irrelevant; t(i) = P(relevant | anchor + context of link i) by the topic's
+    link-text model, w = ``link_text_weight`` (0.7 in the settings): among a relevant listing's links,
     whose anchors the anchor model mostly leaves at its floor and whose URLs look alike to the
     Q-table, the ones whose own text is off the topic (a cross-post from another group) wait.
     On a relevant page the links to more of its section (``jlse.workers.section_links``: a
@@ -197,7 +199,8 @@ class LearnedTunnelling(JointLinkSimilarity):
     up-links) get at least ``section_links`` x r, so a site reached through one of its
     articles is entered and a relevant listing is read to its end.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
-    (the lowest of which is about ``relevance_threshold`` x the anchor floor x (1 - w), 0.0025):
+    (the lowest of which is about ``relevance_threshold`` ** γ x the anchor floor x (1 - w),
+    0.0002):
     they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
@@ -212,9 +215,11 @@ class LearnedTunnelling(JointLinkSimilarity):
 
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
-                 link_text_weight: float = 0.0, **base: Any) -> None:
+                 link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
+                 **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
+        self.relevance_exponent = relevance_exponent
         self.section_links = section_links
         self.link_text_relevance = link_text_relevance
         self.link_text_weight = link_text_weight
@@ -225,16 +230,21 @@ class LearnedTunnelling(JointLinkSimilarity):
     def section_link_floor(self, relevance: float | None) -> float | None:
         if relevance is None or relevance < self.relevance_threshold or self.section_links <= 0:
             return None
-        return relevance * self.section_links
+        return self.page_weight(relevance) * self.section_links
+
+    def page_weight(self, page_relevance: float | None) -> float:
+        """What a page passes on to its links: r^γ when judged relevant, else the tunnel weight."""
+        relevance = _relevance_or_one(page_relevance)
+        if relevance < self.relevance_threshold:
+            return self.tunnel_weight
+        return relevance ** self.relevance_exponent
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
                     parent_priority=1.0, page_text="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
-        relevance = _relevance_or_one(page_relevance)
-        if relevance < self.relevance_threshold:
-            relevance = self.tunnel_weight
+        relevance = self.page_weight(page_relevance)
         priorities = relevance * np.maximum(sim_anchor, sim_predicted)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)

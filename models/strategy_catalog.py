@@ -58,7 +58,8 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
             return cls(evaluator, tunnel_weight=settings.tunnel_weight,
                        section_links=settings.section_links,
                        link_text_relevance=model.link_text_relevance,
-                       link_text_weight=settings.link_text_weight, **base)
+                       link_text_weight=settings.link_text_weight,
+                       relevance_exponent=settings.relevance_exponent, **base)
         return cls(evaluator, **base)
 
     return build

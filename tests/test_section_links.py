@@ -82,7 +82,7 @@ def test_a_relevant_target_gives_its_up_links_only(phones):
         if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
             continue  # expanded whole (or judged irrelevant): not what this test is about
         assert all(is_up_link(url, link.url) for link in result.links)
-        floor = record.relevance * topic.settings.section_links
+        floor = record.relevance ** topic.settings.relevance_exponent * topic.settings.section_links
         assert all(link.priority >= floor - 1e-12 for link in result.links)
         climbed += bool(result.links)
     assert climbed >= 3, "too few relevant target pages with an up-link"
@@ -112,7 +112,7 @@ def test_a_relevant_listing_gives_its_next_pages_the_floor(phones):
     relevance = result.fetch.relevance
     assert relevance >= topic.settings.relevance_threshold and not result.fetch.is_target
     by_url = {link.url: link.priority for link in result.links}
-    floor = relevance * topic.settings.section_links
+    floor = relevance ** topic.settings.relevance_exponent * topic.settings.section_links
     assert by_url["http://shop.test/flagship/?page=2"] >= floor - 1e-12
     assert by_url["http://shop.test/flagship/?page=3"] >= floor - 1e-12
     off = {link.url: link.priority

@@ -21,7 +21,7 @@ from jlse.models.strategy_catalog import (
     strategy_class,
 )
 from jlse.models.topic_model import TopicModel, TopicSamples
-from jlse.settings import Settings
+from jlse.settings import Settings, SettingsError
 from jlse.topic import TopicError, load_topic
 
 ANCHORS = ["phone review", "pasta recipe", "contact us"]
@@ -130,7 +130,7 @@ def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
 
 def test_jlse_floors_the_section_links_of_relevant_pages_only(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(relevance_threshold=0.6), phone_model)
-    assert jlse.section_link_floor(0.9) == pytest.approx(0.9 * 0.5)  # the default
+    assert jlse.section_link_floor(0.9) == pytest.approx(0.9 ** 4 * 0.5)  # the defaults
     assert jlse.section_link_floor(0.5) is None  # judged irrelevant: no floor
     assert jlse.section_link_floor(None) is None
     off = make_strategy("jlse", Settings(section_links=0.0), phone_model)
@@ -141,6 +141,26 @@ def test_jlse_floors_the_section_links_of_relevant_pages_only(phone_model: Topic
 
 def test_tunnel_weight_reaches_the_strategy(phone_model: TopicModel) -> None:
     assert make_strategy("jlse", Settings(tunnel_weight=0.3), phone_model).tunnel_weight == 0.3
+
+
+def test_relevance_exponent_ranks_the_surer_pages_links_first(phone_model: TopicModel) -> None:
+    from jlse.models.strategies import LearnedTunnelling
+
+    evidence = FixedEvidence([0.5, 0.2, 0.1], [0.0, 0.0, 0.0])
+    sharp = LearnedTunnelling(evidence, tunnel_weight=0.01, relevance_exponent=4.0)
+    sure, unsure = sharp.score_links(0.99, 0, ANCHORS, URLS, CONTEXTS), sharp.score_links(
+        0.8, 0, ANCHORS, URLS, CONTEXTS)
+    assert sure == pytest.approx(0.99 ** 4 * np.array([0.5, 0.2, 0.1]))
+    assert unsure == pytest.approx(0.8 ** 4 * np.array([0.5, 0.2, 0.1]))
+    assert unsure[0] < 0.8 * 0.5  # plain r would give the unsure page's best link 0.4
+    assert sharp.score_links(0.45, 0, ANCHORS, URLS, CONTEXTS) == pytest.approx(
+        [0.01 * 0.5, 0.01 * 0.2, 0.01 * 0.1])  # judged irrelevant: the tunnel weight, unraised
+    assert sharp.page_weight(None) == 1.0  # no topic model: every page counts as relevant
+    assert make_strategy("jlse", Settings(), phone_model).relevance_exponent == 4.0
+    assert make_strategy("jlse", Settings(relevance_exponent=1.0), phone_model).page_weight(
+        0.7) == pytest.approx(0.7)
+    with pytest.raises(SettingsError, match="relevance_exponent"):
+        Settings(relevance_exponent=0.5).validate()
 
 
 def test_jlse_weighs_each_link_by_its_own_text() -> None:
@@ -165,7 +185,7 @@ def test_jlse_weighs_each_link_by_its_own_text() -> None:
 
 def test_link_text_model_reaches_jlse_only(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(), phone_model)
-    assert jlse.link_text_weight == 0.5
+    assert jlse.link_text_weight == 0.7
     assert jlse.link_text_relevance == phone_model.link_text_relevance
     anchors, contexts = ["the best smartphone", "pasta recipe"], ["camera review", "cooking at home"]
     on, off = jlse.link_text_relevance(anchors, contexts)
