@@ -123,9 +123,15 @@ def _crawl_distributed(args: argparse.Namespace, overrides: dict[str, Any]) -> i
 
 def cmd_dispatcher(args: argparse.Namespace) -> int:
     from jlse import cluster
+    from jlse.scheduler.dispatcher import parse_shard_spec
 
+    try:
+        parse_shard_spec(args.shard)
+    except ValueError as exc:
+        print(f"jlse dispatcher: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     cluster.use_redis(args.frontier)
-    cluster.run_dispatcher()
+    cluster.run_dispatcher(args.shard)
     return EXIT_OK
 
 
@@ -164,6 +170,9 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 
 def _add_cluster_parsers(sub: Any) -> None:
     dispatcher = sub.add_parser("dispatcher", help="distributed mode: feed the workers")
+    dispatcher.add_argument("--shard", metavar="I/K",
+                            help="serve frontier shards s with s %% K == I (K dispatchers split "
+                                 "the shards; default: every shard)")
     worker = sub.add_parser("worker", help="distributed mode: a Celery fetch worker")
     worker.add_argument("--concurrency", type=int, default=2, help="worker processes")
     learner = sub.add_parser("learner", help="distributed mode: the Celery learner worker")

@@ -34,7 +34,7 @@ from jlse.scheduler.crawl_registry import (
     connect,
     settings_from_config,
 )
-from jlse.scheduler.redis_frontier import RedisFrontier
+from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.scheduler.store import open_store, redact_url
 from jlse.scheduler.store.base import CrawlStore
 from jlse.settings import Settings
@@ -52,7 +52,7 @@ def use_redis(url: str | None) -> None:
         os.environ["REDIS_URL"] = url
 
 
-def frontier_of(registry: CrawlRegistry, crawl_id: str, settings: Settings) -> RedisFrontier:
+def frontier_of(registry: CrawlRegistry, crawl_id: str, settings: Settings) -> ShardedFrontier:
     return registry.frontier(crawl_id, settings)
 
 
@@ -143,7 +143,7 @@ def _resume_counters(registry: CrawlRegistry, crawl_id: str, store: CrawlStore,
     return counters
 
 
-def _add_seeds(store: CrawlStore, frontier: RedisFrontier, seeds: list[str],
+def _add_seeds(store: CrawlStore, frontier: ShardedFrontier, seeds: list[str],
                priority: float) -> None:
     links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]
     ids = store.add_links(links)
@@ -203,7 +203,7 @@ def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm,
         return _stop(registry, crawl_id)
 
 
-def _poll_once(registry: CrawlRegistry, crawl_id: str, frontier: RedisFrontier, bar: tqdm,
+def _poll_once(registry: CrawlRegistry, crawl_id: str, frontier: ShardedFrontier, bar: tqdm,
                warned: dict[str, bool]) -> str | None:
     """Update the bar; the crawl's end reason once it is done or stopped, else None."""
     raw = registry.config_raw(crawl_id)
@@ -294,15 +294,19 @@ def _config_from_store(store: CrawlStore, crawl_id: str) -> dict[str, Any]:
 
 
 # --- the roles -----------------------------------------------------------------------------
-def run_dispatcher() -> None:
-    """The dispatcher role, until SIGTERM or Ctrl+C."""
+def run_dispatcher(shard_spec: str | None = None) -> None:
+    """The dispatcher role, until SIGTERM or Ctrl+C (``shard_spec`` "i/k": see Dispatcher)."""
     from jlse.scheduler.dispatcher import Dispatcher
     from jlse.workers.celery_app import FETCH_QUEUE, app
 
     def send(crawl_id: str, task: dict) -> None:
         app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE)
 
-    dispatcher = Dispatcher(CrawlRegistry(connect()), send)
+    def send_refill(crawl_id: str, shard: int) -> None:
+        app.send_task("jlse.refill", args=[crawl_id, shard], queue=FETCH_QUEUE)
+
+    dispatcher = Dispatcher(CrawlRegistry(connect()), send, send_refill=send_refill,
+                            shard_spec=shard_spec)
     signal.signal(signal.SIGTERM, lambda *_: dispatcher.stop())
     try:
         dispatcher.run()

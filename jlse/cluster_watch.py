@@ -7,7 +7,7 @@ import logging
 import time
 
 from jlse.progress import SeedWatch
-from jlse.scheduler.redis_frontier import RedisFrontier
+from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class ProgressWatch:
         self.started = time.monotonic()
         self.asked = False
 
-    def check(self, counters: dict[str, float], frontier: RedisFrontier) -> None:
+    def check(self, counters: dict[str, float], frontier: ShardedFrontier) -> None:
         if self.seeds is not None:
             self.seeds.check(counters)
         if self.asked or counters["fetched"] or time.monotonic() - self.started < LIVENESS_AFTER:

@@ -24,6 +24,7 @@ PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
 # says (the better URLs' hosts all wait long: robots.txt unavailable, a long Crawl-delay)
 LOW_AFTER_IDLE = 5.0
 WARC_MODES = ("off", "also", "only")
+MAX_FRONTIER_SHARDS = 1024  # a dispatcher round and a status read touch every shard
 DISCOVERY_OPERATORS = ("forward", "backward", "keyword", "related")  # docs/algorithms.md §3
 DISCOVERY_CHOOSERS = ("ucb1", "random", *DISCOVERY_OPERATORS)  # an operator: that one always
 
@@ -93,7 +94,9 @@ class Settings:
     priority_slack: float = 0.8
     low_priority_slots: int = 1  # fetch slots that may take low URLs while better ones wait
     low_priority_share: float = 0.1  # low URLs: at most this share of the pages started
-    frontier_size: int = 100_000  # bounded: the lowest priorities are evicted when full
+    frontier_size: int = 100_000  # URLs queued in memory (per shard in Redis); beyond it the
+    # lowest wait in the crawl database (embedded: until a resume; distributed: until their host
+    # drains, see host_window)
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- distributed mode (--frontier redis://...) ---
     max_outstanding: int = 0  # fetch tasks queued or running at once; 0 = 2 x concurrency
@@ -101,6 +104,9 @@ class Settings:
     # started it by then (a running task's lease is renewed by its worker: worker_lease_seconds)
     worker_lease_seconds: float = 20.0  # a lease a live worker holds is renewed to this far
     # ahead every second (capped at lease_seconds): a dead worker's URLs come back this soon
+    frontier_shards: int = 1  # Redis frontier shards, each owning the hosts of some domains
+    host_window: int = 1000  # URLs a host keeps in Redis (0: no limit); the rest wait in the
+    # crawl database and come back, best first, as the host's window drains
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     balance_scripts: bool = True  # nb: samples weighted to the same share of Chinese pages per class
@@ -169,6 +175,11 @@ class Settings:
         if self.page_processes < -1:
             raise SettingsError(f"page_processes: -1 (one per core), 0 (threads) or a count, "
                                 f"got {self.page_processes}")
+        if not 1 <= self.frontier_shards <= MAX_FRONTIER_SHARDS:
+            raise SettingsError(f"frontier_shards: 1 to {MAX_FRONTIER_SHARDS}, got "
+                                f"{self.frontier_shards}")
+        if self.host_window < 0:
+            raise SettingsError(f"host_window: 0 (no limit) or a count, got {self.host_window}")
         if self.max_outstanding < 0:
             raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
         if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task

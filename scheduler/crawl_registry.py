@@ -7,15 +7,23 @@ R + "crawls"           set     ids of the crawls the dispatcher serves (status r
 C + "config"           string  JSON: settings, store URL (no password), seeds, max_pages,
                                status running|done|stopped, created_at, reason
 C + "model"            string  the topic model: ``.npz`` of raw arrays + JSON header (no pickle)
-C + "counters"         hash    fetched, relevant, targets, rejected, requeued,
-                               learned_at_results, pages_per_s (dispatcher's estimate)
-C + "hosts"            hash    host -> pages fetched (``max_pages_per_host`` across workers)
-                               and ``ledger.domain_keys``: @domain -> pages, #domain -> hosts
-C + "robots_failures"  hash    host -> robots.txt unavailable so far (requeue limit)
+C + "counters"         hash    learned_at_results, learn_targets (the learning claim), and
+                               what a shard's counters hold when read as the crawl's sum
 C + "workers"          hash    worker name -> Q-table version it serves (status, tests)
-C + "frontier:"        -       the ``RedisFrontier`` keys
 C + "qtable:"          -       the ``RedisQTableStore`` keys
+S + "state"            hash    active (1 while running), sha1 (of the config, as registered)
+S + "counters"         hash    fetched, relevant, targets, rejected, requeued, pages_per_s...
+                               (the crawl's counters are the sum over its shards)
+S + "hosts"            hash    host -> pages fetched (``max_pages_per_host`` across workers)
+                               and ``ledger.domain_keys``: @domain -> pages, #domain -> hosts
+S + "robots_failures"  hash    host -> robots.txt unavailable so far (requeue limit)
+S + "f:"               -       the shard's ``RedisFrontier`` keys
 =====================  ======  ================================================================
+
+S is the prefix of one shard of the crawl (``shards.shard_prefix``: C + "{<crawl id>.<shard>}:",
+a Redis Cluster hash tag): everything a page's fetch touches lives in its host's shard, so the
+hot path never leaves one slot. The crawl-level keys are read at registration, by status and by
+each process once per crawl (the config is checked per task against its shard's ``sha1``).
 
 PostgreSQL stays the source of truth: the config and model are also kept in the crawl
 database's meta table, so ``jlse frontier rebuild`` restores a crawl whose Redis keys are gone.
@@ -35,9 +43,17 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import redis
 
 from jlse.records import CrawlTask
-from jlse.scheduler import redis_scripts
-from jlse.scheduler.ledger import HostLedger, domain_keys, with_domain_counts
+from jlse.scheduler import redis_client, redis_scripts
+from jlse.scheduler.ledger import (
+    DOMAIN_HOSTS,
+    DOMAIN_PAGES,
+    HostLedger,
+    domain_keys,
+    with_domain_counts,
+)
 from jlse.scheduler.redis_frontier import RedisFrontier, fingerprint
+from jlse.scheduler.sharded_frontier import ShardedFrontier
+from jlse.scheduler.shards import shard_of, shard_of_domain, shard_prefix
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
@@ -46,6 +62,7 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # client (a partitioned or frozen machine) and must not hold row locks that stall every worker.
 IDLE_TRANSACTION_TIMEOUT_MS = 5000
 COUNTER_FIELDS = ("fetched", "relevant", "targets", "rejected", "requeued", "learned_at_results")
+CRAWL_COUNTERS = ("learned_at_results", "learn_targets", "pages_per_s")  # not per shard
 STATUSES = ("starting", "running", "done", "stopped")
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
@@ -75,8 +92,17 @@ class TaskStart:
 
 
 def config_sha1(raw: bytes) -> str:
-    """The digest a registered config is checked against (Lua's ``redis.sha1hex``)."""
-    return hashlib.sha1(raw).hexdigest()
+    """The digest a registered config is checked against (each shard's ``state``): of the
+    config without its status and reason, so a status change (set in the config first, in the
+    shards after) never makes a worker read it as a new registration. Unreadable JSON has the
+    digest of its bytes."""
+    try:
+        config = json.loads(raw)
+    except ValueError:
+        return hashlib.sha1(raw).hexdigest()
+    if isinstance(config, dict):
+        config = {key: value for key, value in config.items() if key not in ("status", "reason")}
+    return hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
 def settings_from_config(config: dict[str, Any]) -> Settings:
@@ -123,58 +149,112 @@ def worker_store_url(url: str) -> str:
 
 
 def connect(url: str | None = None) -> redis.Redis:
-    """A binary-safe client (models and Q-tables are bytes)."""
-    return redis.Redis.from_url(url or redis_url(), socket_connect_timeout=5,
-                                health_check_interval=30)
+    """A binary-safe client (models and Q-tables are bytes) of one Redis or a Redis Cluster
+    (``redis+cluster://``: ``scheduler.redis_client``)."""
+    return redis_client.connect(url or redis_url())
 
 
 class CrawlRegistry:
-    """Reads and writes the registry keys above for any number of crawls."""
+    """Reads and writes the registry keys above for any number of crawls.
+
+    Methods that touch a shard take ``shards``, the crawl's ``frontier_shards``; without it they
+    read the crawl's config (one more round trip: callers on the hot path pass it)."""
 
     def __init__(self, client: redis.Redis, root: str | None = None) -> None:
         self.client = client
         self.root = root if root is not None else key_prefix()
+        if "{" in self.root or "}" in self.root:
+            raise ValueError(f"key prefix {self.root!r}: braces would change the hash slots")
         self._claim_learn = client.register_script(_CLAIM_LEARN)
         self._task_start = client.register_script(redis_scripts.TASK_START)
 
     def prefix(self, crawl_id: str) -> str:
         return f"{self.root}{check_crawl_id(crawl_id)}:"
 
-    def frontier_prefix(self, crawl_id: str) -> str:
-        return self.prefix(crawl_id) + "frontier:"
+    def shard_prefix(self, crawl_id: str, shard: int) -> str:
+        """S: the prefix of a shard's keys (its state, counters, host ledger...)."""
+        return shard_prefix(self.prefix(crawl_id), crawl_id, shard)
+
+    def frontier_prefix(self, crawl_id: str, shard: int = 0) -> str:
+        """S + "f:": the prefix of the shard's ``RedisFrontier`` keys (``rebuild`` and
+        ``clear`` touch these only)."""
+        return self.shard_prefix(crawl_id, shard) + "f:"
 
     def qtable_prefix(self, crawl_id: str) -> str:
         return self.prefix(crawl_id) + "qtable:"
 
-    def frontier(self, crawl_id: str, settings: Settings | None = None) -> RedisFrontier:
-        """The crawl's frontier (the only place one is built); without ``settings``, for
-        operations that need no limits (leases, stats)."""
-        settings = settings or Settings()
-        return RedisFrontier(self.client, self.frontier_prefix(crawl_id),
-                             max_size=settings.frontier_size,
-                             lease_seconds=settings.lease_seconds,
+    def shard_count(self, crawl_id: str, shards: int | None = None) -> int:
+        """``shards`` if given, else the registered config's ``frontier_shards`` (1 if the
+        crawl is not registered)."""
+        if shards is not None:
+            return shards
+        raw = self.config_raw(crawl_id)
+        if raw is None:
+            return 1
+        try:
+            return int(json.loads(raw)["settings"].get("frontier_shards", 1))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return 1
+
+    def _shard_key(self, crawl_id: str, host: str, shards: int, name: str) -> str:
+        return self.shard_prefix(crawl_id, shard_of(host, shards)) + name
+
+    def shard_frontier(self, crawl_id: str, shard: int, settings: Settings) -> RedisFrontier:
+        """One shard of the crawl's frontier."""
+        prefix = self.shard_prefix(crawl_id, shard)
+        return RedisFrontier(self.client, prefix + "f:", max_size=settings.frontier_size,
+                             window=settings.host_window, lease_seconds=settings.lease_seconds,
                              default_delay=settings.politeness_delay,
-                             diversity=settings.domain_diversity,
-                             slack=settings.priority_slack,
-                             counters_key=self.prefix(crawl_id) + "counters")
+                             diversity=settings.domain_diversity, slack=settings.priority_slack,
+                             counters_key=prefix + "counters")
+
+    def frontier(self, crawl_id: str, settings: Settings | None = None) -> ShardedFrontier:
+        """The crawl's frontier, every shard (the only place one is built); without
+        ``settings``, the registered ones (or the defaults if the crawl is not registered)."""
+        if settings is None:
+            settings = self._registered_settings(crawl_id)
+        return ShardedFrontier([self.shard_frontier(crawl_id, shard, settings)
+                                for shard in range(settings.frontier_shards)])
+
+    def _registered_settings(self, crawl_id: str) -> Settings:
+        raw = self.config_raw(crawl_id)
+        if raw is None:
+            return Settings()
+        try:
+            return settings_from_config(json.loads(raw))
+        except (ValueError, KeyError, TypeError):
+            return Settings()
 
     # -- registration ---------------------------------------------------------------------
 
     def register(self, crawl_id: str, config: dict[str, Any], model: bytes | None,
                  counters: dict[str, int | float]) -> None:
-        """Write config, model and counters, and make the crawl active (one transaction)."""
+        """Write config, model, counters (the crawl's figures go to shard 0: the counters are
+        a sum) and each shard's state, and make the crawl active if it is running. The shards
+        are written before the crawl joins the active set."""
         p = self.prefix(crawl_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.set(p + "config", json.dumps(config))
+        raw = json.dumps(config)
+        shards = int(config.get("settings", {}).get("frontier_shards", 1))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(p + "config", raw)
         if model is None:
             pipe.delete(p + "model")
         else:
             pipe.set(p + "model", model)
         pipe.delete(p + "counters")
-        pipe.hset(p + "counters", mapping={k: counters.get(k, 0) for k in COUNTER_FIELDS})
-        if config.get("status") == "running":
-            pipe.sadd(self.root + "crawls", crawl_id)
+        learned = counters.get("learned_at_results", 0)
+        pipe.hset(p + "counters", mapping={"learned_at_results": learned,
+                                           "learn_targets": counters.get("targets", 0)})
+        active = "1" if config.get("status") == "running" else "0"
+        for shard in range(shards):
+            s = self.shard_prefix(crawl_id, shard)
+            pipe.delete(s + "counters")
+            pipe.hset(s + "counters", mapping={k: counters.get(k, 0) if shard == 0 else 0
+                                               for k in COUNTER_FIELDS if k not in CRAWL_COUNTERS})
+            pipe.hset(s + "state", mapping={"sha1": config_sha1(raw.encode()), "active": active})
         pipe.execute()
+        if active == "1":
+            self.client.sadd(self.root + "crawls", crawl_id)
 
     def exists(self, crawl_id: str) -> bool:
         return bool(self.client.exists(self.prefix(crawl_id) + "config"))
@@ -195,7 +275,8 @@ class CrawlRegistry:
         return self.client.get(self.prefix(crawl_id) + "model")
 
     def set_status(self, crawl_id: str, status: str, reason: str = "") -> None:
-        """Change the status in the config (WATCH: never loses a concurrent edit)."""
+        """Change the status in the config (WATCH: never loses a concurrent edit), then each
+        shard's state and the active set."""
         if status not in STATUSES:
             raise ValueError(f"unknown crawl status {status!r}")
         key = self.prefix(crawl_id) + "config"
@@ -211,106 +292,158 @@ class CrawlRegistry:
                     config.update(status=status, reason=reason)
                     pipe.multi()
                     pipe.set(key, json.dumps(config))
-                    if status == "running":
-                        pipe.sadd(self.root + "crawls", crawl_id)
-                    else:
-                        pipe.srem(self.root + "crawls", crawl_id)
                     pipe.execute()
-                    return
+                    break
                 except redis.WatchError:
                     continue
+        self._set_active(crawl_id, config, status == "running")
+
+    def _set_active(self, crawl_id: str, config: dict[str, Any], active: bool) -> None:
+        """Each shard's state, then the active set (a crawl joins it only once its shards say
+        so; a stopped one leaves its shards first)."""
+        shards = int(config.get("settings", {}).get("frontier_shards", 1))
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(shards):
+            pipe.hset(self.shard_prefix(crawl_id, shard) + "state", "active", int(active))
+        pipe.execute()
+        if active:
+            self.client.sadd(self.root + "crawls", crawl_id)
+        else:
+            self.client.srem(self.root + "crawls", crawl_id)
 
     def active(self) -> list[str]:
         return sorted(member.decode() for member in self.client.smembers(self.root + "crawls"))
 
     def known(self) -> list[str]:
         """Every registered crawl id (active or not)."""
-        pattern = _glob_escape(self.root) + "*:config"
+        pattern = redis_client.glob_escape(self.root) + "*:config"
         ids = (key.decode()[len(self.root):-len(":config")]
-               for key in self.client.scan_iter(match=pattern, count=1000))
+               for key in redis_client.scan_keys(self.client, pattern))
         return sorted(crawl_id for crawl_id in ids if _CRAWL_ID.match(crawl_id))
 
     # -- counters -------------------------------------------------------------------------
 
-    def counters(self, crawl_id: str) -> dict[str, float]:
-        raw = self.client.hgetall(self.prefix(crawl_id) + "counters")
-        values = {key.decode(): float(value) for key, value in raw.items()}
+    def counters(self, crawl_id: str, shards: int | None = None) -> dict[str, float]:
+        """The crawl's counters: its own and the sum of its shards' (one pipelined read)."""
+        shards = self.shard_count(crawl_id, shards)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.prefix(crawl_id) + "counters")
+        for shard in range(shards):
+            pipe.hgetall(self.shard_prefix(crawl_id, shard) + "counters")
+        crawl, *per_shard = pipe.execute()
+        values = {key.decode(): float(value) for key, value in crawl.items()}
+        for raw in per_shard:
+            for key, value in raw.items():
+                name = key.decode()
+                values[name] = values.get(name, 0.0) + float(value)
         for name in COUNTER_FIELDS:
             values.setdefault(name, 0.0)
         return values
 
-    def bump(self, crawl_id: str, **deltas: int) -> dict[str, int]:
-        """Add to counters in one round trip; the new values of those counters."""
-        key = self.prefix(crawl_id) + "counters"
+    def bump(self, crawl_id: str, shard: int = 0, **deltas: int) -> dict[str, int]:
+        """Add to one shard's counters in one round trip; the new values of those counters."""
+        key = self.shard_prefix(crawl_id, shard) + "counters"
         pipe = self.client.pipeline(transaction=False)
         names = [name for name, delta in deltas.items() if delta]
         for name in names:
             pipe.hincrby(key, name, deltas[name])
         return dict(zip(names, (int(v) for v in pipe.execute()), strict=True))
 
-    def set_counter(self, crawl_id: str, name: str, value: float) -> None:
-        self.client.hset(self.prefix(crawl_id) + "counters", name, value)
+    def set_counter(self, crawl_id: str, name: str, value: float, shard: int | None = None
+                    ) -> None:
+        """Set a counter of the crawl (``shard`` None) or of one shard (summed when read)."""
+        key = (self.prefix(crawl_id) if shard is None else self.shard_prefix(crawl_id, shard))
+        self.client.hset(key + "counters", name, value)
 
     def claim_learning(self, crawl_id: str, targets: int, cf: int) -> bool:
         """True for exactly one caller each time the results grew by ``cf`` since the last."""
         key = self.prefix(crawl_id) + "counters"
         return bool(self._claim_learn(keys=[key], args=[targets, cf]))
 
-    # -- per-host state -------------------------------------------------------------------
+    def claim_learning_step(self, crawl_id: str, step: int, cf: int) -> bool:
+        """A shard's results grew by ``step`` (a sharded crawl counts its results per shard):
+        add them to the crawl's learning count and ``claim_learning`` on it."""
+        total = self.client.hincrby(self.prefix(crawl_id) + "counters", "learn_targets", step)
+        return self.claim_learning(crawl_id, int(total), cf)
 
-    def host_counts(self, crawl_id: str, hosts: list[str]) -> dict[str, int]:
-        """Pages fetched per host, for ``hosts`` (one round trip)."""
-        if not hosts:
-            return {}
-        values = self.client.hmget(self.prefix(crawl_id) + "hosts", hosts)
-        return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
+    # -- per-host state (in the host's shard) ---------------------------------------------
 
-    def note_host_fetch(self, crawl_id: str, host: str) -> int:
-        return int(self.client.hincrby(self.prefix(crawl_id) + "hosts", host.lower(), 1))
+    def host_counts(self, crawl_id: str, hosts: list[str], shards: int | None = None
+                    ) -> dict[str, int]:
+        """Pages fetched per host, for ``hosts`` (one pipelined read)."""
+        return self.fetch_counts(crawl_id, None, hosts, shards)
 
-    def fetch_counts(self, crawl_id: str, fetched: str | None, hosts: list[str]
-                     ) -> dict[str, int]:
-        """``note_host_fetch(fetched)`` unless None, then ``host_counts(hosts)``: one round
-        trip."""
-        key = self.prefix(crawl_id) + "hosts"
+    def note_host_fetch(self, crawl_id: str, host: str, shards: int | None = None) -> int:
+        shards = self.shard_count(crawl_id, shards)
+        key = self._shard_key(crawl_id, host, shards, "hosts")
+        return int(self.client.hincrby(key, host.lower(), 1))
+
+    def fetch_counts(self, crawl_id: str, fetched: str | None, keys: list[str],
+                     shards: int | None = None) -> dict[str, int]:
+        """``note_host_fetch(fetched)`` unless None, then the counts of ``keys`` (hosts and
+        ``ledger.domain_keys``), each read in its shard: one pipelined round trip (two on a
+        host's first page)."""
+        shards = self.shard_count(crawl_id, shards)
         pipe = self.client.pipeline(transaction=False)
         if fetched is not None:  # the host, and its registered domain's pages (``HostLedger``)
+            key = self._shard_key(crawl_id, fetched, shards, "hosts")
             pipe.hincrby(key, fetched.lower(), 1)
             pipe.hincrby(key, domain_keys(fetched)[0], 1)
-        if hosts:
-            pipe.hmget(key, hosts)
+        by_shard: dict[int, list[str]] = {}
+        for name in keys:
+            by_shard.setdefault(_ledger_shard(name, shards), []).append(name)
+        for shard, names in by_shard.items():
+            pipe.hmget(self.shard_prefix(crawl_id, shard) + "hosts", names)
         replies = pipe.execute()  # also when only counting: a page without links counts too
         if fetched is not None and replies[0] == 1:  # the host's first page: one more host
+            key = self._shard_key(crawl_id, fetched, shards, "hosts")
             self.client.hincrby(key, domain_keys(fetched)[1], 1)
-        values = replies[-1] if hosts else []
-        return {host: int(value or 0) for host, value in zip(hosts, values, strict=True)}
+        values = replies[2:] if fetched is not None else replies
+        counts: dict[str, int] = {}
+        for names, answer in zip(by_shard.values(), values, strict=True):
+            counts.update({name: int(value or 0) for name, value in zip(names, answer,
+                                                                        strict=True)})
+        return {name: counts[name] for name in keys}
 
     def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask,
-                   deadline: float | None = None) -> TaskStart | None:
-        """A worker's checks before ``task`` in one round trip; None when the crawl's config
-        is gone or is no longer the one whose ``config_sha1`` is ``config_digest``. A live
-        lease gets ``deadline`` (frontier clock) if one is given."""
+                   deadline: float | None = None, shards: int | None = None) -> TaskStart | None:
+        """A worker's checks before ``task`` in one round trip to the task's shard; None when
+        the crawl's config is gone or is no longer the one whose ``config_sha1`` is
+        ``config_digest``. A live lease gets ``deadline`` (frontier clock) if one is given."""
         host = host_of(task.url)
-        args = [self.frontier_prefix(crawl_id), fingerprint(task.url), getattr(task, "lease", ""),
-                self.prefix(crawl_id) + "config", config_digest, self.prefix(crawl_id) + "hosts",
-                self.prefix(crawl_id) + "robots_failures", host,
+        s = self.shard_prefix(crawl_id, shard_of(host, self.shard_count(crawl_id, shards)))
+        args = [s + "f:", fingerprint(task.url), getattr(task, "lease", ""), s + "state",
+                config_digest, s + "hosts", s + "robots_failures", host,
                 "" if deadline is None else repr(deadline)]
-        reply = self._task_start(args=args)
+        reply = self._task_start(keys=[s + "f:ready"], args=args)
         if not reply[0]:
             return None
         return TaskStart(bool(reply[1]), int(reply[2]), int(reply[3]))
 
-    def set_host_counts(self, crawl_id: str, counts: dict[str, int]) -> None:
-        key = self.prefix(crawl_id) + "hosts"
-        self.client.delete(key)
-        if counts:
-            self.client.hset(key, mapping=with_domain_counts(counts))
+    def set_host_counts(self, crawl_id: str, counts: dict[str, int],
+                        shards: int | None = None) -> None:
+        """The ledger from a crawl database (on resume and rebuild), each key in its shard."""
+        shards = self.shard_count(crawl_id, shards)
+        by_shard: dict[int, dict[str, int]] = {shard: {} for shard in range(shards)}
+        for name, value in with_domain_counts(counts).items():
+            by_shard[_ledger_shard(name, shards)][name] = value
+        pipe = self.client.pipeline(transaction=False)
+        for shard, mapping in by_shard.items():
+            key = self.shard_prefix(crawl_id, shard) + "hosts"
+            pipe.delete(key)
+            if mapping:
+                pipe.hset(key, mapping=mapping)
+        pipe.execute()
 
-    def robots_failures(self, crawl_id: str, host: str) -> int:
-        return int(self.client.hget(self.prefix(crawl_id) + "robots_failures", host) or 0)
+    def robots_failures(self, crawl_id: str, host: str, shards: int | None = None) -> int:
+        key = self._shard_key(crawl_id, host, self.shard_count(crawl_id, shards),
+                              "robots_failures")
+        return int(self.client.hget(key, host) or 0)
 
-    def note_robots_failure(self, crawl_id: str, host: str) -> int:
-        return int(self.client.hincrby(self.prefix(crawl_id) + "robots_failures", host, 1))
+    def note_robots_failure(self, crawl_id: str, host: str, shards: int | None = None) -> int:
+        key = self._shard_key(crawl_id, host, self.shard_count(crawl_id, shards),
+                              "robots_failures")
+        return int(self.client.hincrby(key, host, 1))
 
     def note_worker(self, crawl_id: str, worker: str, qtable_version: int) -> None:
         self.client.hset(self.prefix(crawl_id) + "workers", worker, qtable_version)
@@ -320,27 +453,31 @@ class CrawlRegistry:
         return {key.decode(): int(value) for key, value in raw.items()}
 
     def clear(self, crawl_id: str) -> int:
-        """Delete every key of the crawl (frontier and Q-tables too); how many."""
+        """Delete every key of the crawl (every shard, Q-tables too); how many."""
         self.client.srem(self.root + "crawls", crawl_id)
-        keys = list(self.client.scan_iter(match=_glob_escape(self.prefix(crawl_id)) + "*",
-                                          count=1000))
-        return sum(self.client.unlink(*keys[i:i + 1000]) for i in range(0, len(keys), 1000))
+        pattern = redis_client.glob_escape(self.prefix(crawl_id)) + "*"
+        return redis_client.delete_keys(self.client, redis_client.scan_keys(self.client, pattern))
 
 
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+def _ledger_shard(name: str, shards: int) -> int:
+    """The shard of a ledger key: a host's, or for ``@domain`` / ``#domain`` the domain's."""
+    if name[:1] in (DOMAIN_PAGES, DOMAIN_HOSTS):
+        return shard_of_domain(name[1:], shards) if shards > 1 else 0
+    return shard_of(name, shards)
 
 
 class RedisHostLedger(HostLedger):
-    def __init__(self, registry: CrawlRegistry, crawl_id: str) -> None:
+    def __init__(self, registry: CrawlRegistry, crawl_id: str, shards: int | None = None
+                 ) -> None:
         self.registry = registry
         self.crawl_id = crawl_id
+        self.shards = registry.shard_count(crawl_id, shards)
 
     def fetch_counts(self, fetched_host: str | None, hosts: Sequence[str]) -> dict[str, int]:
-        return self.registry.fetch_counts(self.crawl_id, fetched_host, list(hosts))
+        return self.registry.fetch_counts(self.crawl_id, fetched_host, list(hosts), self.shards)
 
     def robots_failures(self, host: str) -> int:
-        return self.registry.robots_failures(self.crawl_id, host)
+        return self.registry.robots_failures(self.crawl_id, host, self.shards)
 
     def note_robots_failure(self, host: str) -> int:
-        return self.registry.note_robots_failure(self.crawl_id, host)
+        return self.registry.note_robots_failure(self.crawl_id, host, self.shards)

@@ -22,9 +22,21 @@ URL), then pop and send while fewer than ``max_outstanding`` are in flight and t
 reap, counters, pops) is one Lua script (``redis_scripts.DISPATCH``), so it costs one round
 trip. Its pops are ``RedisFrontier.pop``'s: politeness and the soft domain diversity rule
 (``domain_diversity``, ``priority_slack``) included. Between rounds the dispatcher blocks on the
-crawls' ``wake`` lists (BLPOP), which every ack and release fills: it wakes as soon as a host or
+crawls' ``wake`` lists (on a Redis Cluster only when it serves one shard of one crawl: a BLPOP
+cannot span slots; otherwise it polls every ``CLUSTER_POLL`` seconds) (BLPOP), which every ack and release fills: it wakes as soon as a host or
 a slot is free rather than polling, and otherwise when a sleeping host's delay ends, a lease may
 have expired, or ``IDLE_SLEEP`` passed.
+
+Shards: a crawl's frontier is ``frontier_shards`` shards (``scheduler.shards``), and a round runs
+the script once per shard, each shard ordered by priority on its own. A dispatcher serves every
+shard, or with ``--shard i/k`` the shards ``s`` with ``s % k == i``: k dispatchers split the work,
+each running the scripts of its shards only (on a Redis Cluster, spread over the masters). The
+page budget and ``max_outstanding`` are the crawl's: a shard's pops are bounded by what the
+other shards have fetched or hold in flight (read from their replies, or every ``OTHERS_EVERY`` for shards another dispatcher
+serves), so several dispatchers may overshoot them by at most the pops of one of their rounds;
+rounds take turns at which shard comes first.
+A shard whose hosts wait for spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill``
+task at most every ``REFILL_EVERY`` seconds.
 
 Restart-safe: the dispatcher holds no state of its own. Leases, counters and the frontier are
 in Redis, results in PostgreSQL; a restarted dispatcher simply carries on (leases handed out by
@@ -33,7 +45,6 @@ the previous one are either acknowledged by workers or reaped).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -43,8 +54,14 @@ from dataclasses import dataclass, field
 import redis
 
 from jlse.scheduler import redis_scripts
-from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
+from jlse.scheduler.crawl_registry import (
+    CrawlRegistry,
+    RegistryError,
+    config_sha1,
+    settings_from_config,
+)
 from jlse.scheduler.metrics import serve_dispatcher
+from jlse.scheduler.redis_client import is_cluster
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 from jlse.settings import LOW_AFTER_IDLE, Settings
 
@@ -54,24 +71,37 @@ RATE_WINDOW = 5.0  # seconds between pages/s estimates
 REAP_EVERY = 0.5  # seconds
 IDLE_SLEEP = 0.2  # longest wait between rounds
 MIN_WAIT = 0.005  # shortest wait for a sleeping host
+OTHERS_EVERY = 0.5  # seconds between reads of the shards another dispatcher serves
+REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
+CLUSTER_POLL = 0.02  # seconds between rounds where a cluster cannot block on every wake list
 # Redis checks blocking timeouts only at its ``hz`` (10/s by default), so a BLPOP may return up
 # to 0.1 s late: waits shorter than this are plain sleeps, longer ones stop blocking this early.
 BLOCK_SLACK = 0.1
 
 
 @dataclass
-class _Crawl:
-    config_sha1: str
-    settings: Settings
+class _Shard:
     frontier: RedisFrontier
-    max_outstanding: int
     last_reap: float = 0.0
+    last_refill: float = -float("inf")
     rate_sample: tuple[float, float] = field(default_factory=lambda: (time.monotonic(), -1.0))
 
 
 @dataclass
+class _Crawl:
+    config_sha1: str
+    settings: Settings
+    shards: dict[int, _Shard]  # the shards this dispatcher serves
+    max_outstanding: int  # the crawl's, over all its shards
+    turn: int = 0  # the shard a round starts with (rounds take turns: no shard comes first)
+    # per shard of the crawl: (fetched, in flight, queued, hosts with spilled URLs), as last seen
+    seen: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    others_read: float = -float("inf")
+
+
+@dataclass
 class DispatchRound:
-    """What one round's script did and saw (counts after its pops)."""
+    """What one shard's round script did and saw (counts after its pops)."""
 
     tasks: list[LeasedTask]
     fetched: int
@@ -79,22 +109,44 @@ class DispatchRound:
     queued: int
     reaped: int
     sleeper_ready_in: float | None  # seconds until the next sleeping host wakes; None: none
+    spilled_hosts: int = 0  # hosts with URLs waiting in the crawl database
+    refill_due: int = 0  # of them, hosts due a refill now
 
 
 SendTask = Callable[[str, dict], None]
+SendRefill = Callable[[str, int], None]
 _INACTIVE = DispatchRound([], 0, 0, 0, 0, None)  # the crawl left the active set
+
+
+def parse_shard_spec(spec: str | None) -> tuple[int, int]:
+    """``"i/k"`` (serve the shards s with s % k == i) as (i, k); None or "" is (0, 1): all."""
+    if not spec:
+        return 0, 1
+    try:
+        index, _, count = spec.partition("/")
+        pair = int(index), int(count)
+    except ValueError:
+        raise ValueError(f"--shard {spec!r}: use i/k, e.g. 0/3 (serve shards 0, 3, 6...)") \
+            from None
+    if not 0 <= pair[0] < pair[1]:
+        raise ValueError(f"--shard {spec!r}: i must lie in 0 .. k - 1")
+    return pair
 
 
 class Dispatcher:
     def __init__(self, registry: CrawlRegistry, send: SendTask,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *,
+                 send_refill: SendRefill | None = None, shard_spec: str | None = None) -> None:
         self.registry = registry
         self.send = send  # (crawl_id, task dict) -> None: sends jlse.fetch (jlse.cluster)
+        self.send_refill = send_refill  # (crawl_id, shard) -> None: sends jlse.refill
         self.clock = clock
+        self.shard_index, self.shard_step = parse_shard_spec(shard_spec)
         self.sent = 0
         self._crawls: dict[str, _Crawl] = {}
         self._stopping = False
         self._script = registry.client.register_script(redis_scripts.DISPATCH)
+        self._cluster = is_cluster(registry.client)
         self._active: list[str] = []
         self._active_read = -float("inf")
 
@@ -103,7 +155,8 @@ class Dispatcher:
 
     def run(self) -> None:
         """Serve every active crawl until ``stop`` (Ctrl+C / SIGTERM)."""
-        log.info("dispatcher serving crawls under %s", self.registry.root)
+        log.info("dispatcher serving crawls under %s (shards %d/%d)", self.registry.root,
+                 self.shard_index, self.shard_step)
         metrics = serve_dispatcher(self.registry)  # JLSE_DISPATCHER_METRICS_PORT: Prometheus
         try:
             while not self._stopping:
@@ -144,95 +197,165 @@ class Dispatcher:
         return self._active
 
     def wait(self, seconds: float) -> None:
-        """Until a lease of a served crawl ends (its ``wake`` list) or ``seconds`` passed."""
-        keys = [crawl.frontier.wake_key for crawl in self._crawls.values()]
-        if not keys or seconds < BLOCK_SLACK + MIN_WAIT:
+        """Until a lease of a served shard ends (its ``wake`` list) or ``seconds`` passed."""
+        keys = [shard.frontier.wake_key for crawl in self._crawls.values()
+                for shard in crawl.shards.values()]
+        if self._cluster and len(keys) > 1:
+            seconds = min(seconds, CLUSTER_POLL)
+        if not keys or seconds < BLOCK_SLACK + MIN_WAIT or (self._cluster and len(keys) > 1):
             time.sleep(seconds)
         else:
             self.registry.client.blpop(keys, timeout=seconds - BLOCK_SLACK)
 
     def serve(self, crawl_id: str) -> tuple[int, float]:
-        """Dispatch what crawl ``crawl_id`` may have now; (sent, seconds until a round is due
-        even if no lease ends meanwhile)."""
+        """Dispatch what crawl ``crawl_id`` may have now, shard by shard; (sent, seconds until
+        a round is due even if no lease ends meanwhile)."""
         crawl = self._crawl(crawl_id)
+        sent, wait = 0, IDLE_SLEEP
+        if not crawl.shards:  # another dispatcher serves this crawl's shards
+            return sent, wait
+        self._read_others(crawl_id, crawl)
+        order = sorted(crawl.shards)
+        crawl.turn = (crawl.turn + 1) % len(order)
+        for index in order[crawl.turn:] + order[:crawl.turn]:
+            result = self._serve_shard(crawl_id, crawl, index)
+            if result is None:  # registered again (--resume) since cached: settings may differ
+                crawl = self._crawl(crawl_id, refresh=True)
+                result = self._serve_shard(crawl_id, crawl, index)
+                if result is None:
+                    raise RegistryError(f"crawl {crawl_id!r} changed its config twice in a row")
+            if result is _INACTIVE:  # stopped or done meanwhile
+                self._crawls.pop(crawl_id, None)
+                self._active_read = -float("inf")
+                return sent, IDLE_SLEEP
+            sent += len(result.tasks)
+            if result.sleeper_ready_in is not None:
+                wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
+        self._finish_if_done(crawl_id, crawl)
+        return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
+
+    def _serve_shard(self, crawl_id: str, crawl: _Crawl, index: int) -> DispatchRound | None:
+        shard = crawl.shards[index]
         now = self.clock()
-        reap = now - crawl.last_reap >= REAP_EVERY
+        reap = now - shard.last_reap >= REAP_EVERY
         if reap:
-            crawl.last_reap = now
-        result = self._dispatch(crawl_id, crawl, reap)
-        if result is None:  # registered again (--resume) since cached: settings may differ
-            crawl = self._crawl(crawl_id, refresh=True)
-            result = self._dispatch(crawl_id, crawl, reap)
-            if result is None:
-                raise RegistryError(f"crawl {crawl_id!r} changed its config twice in a row")
-        if result is _INACTIVE:  # stopped or done meanwhile
-            self._crawls.pop(crawl_id, None)
-            self._active_read = -float("inf")
-            return 0, IDLE_SLEEP
+            shard.last_reap = now
+        result = self._dispatch(crawl_id, crawl, index, reap)
+        if result is None or result is _INACTIVE:
+            return result
         if result.reaped:
             reaped = result.reaped
             if reaped >= REAP_BATCH:
-                reaped += crawl.frontier.reap()
+                reaped += shard.frontier.reap()
             log.info("crawl %s: %d expired leases returned to the frontier", crawl_id, reaped)
-        self._note_rate(crawl_id, crawl, result.fetched)
-        self._send_all(crawl_id, crawl, result.tasks)
-        self._finish_if_done(crawl_id, crawl, result)
-        wait = IDLE_SLEEP  # below REAP_EVERY: expired leases come back on time
-        if result.sleeper_ready_in is not None:
-            wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
-        return len(result.tasks), wait
+        crawl.seen[index] = (result.fetched, result.in_flight, result.queued,
+                             result.spilled_hosts)
+        self._note_rate(crawl_id, shard, index, result.fetched)
+        self._send_all(crawl_id, shard.frontier, result.tasks)
+        self._maybe_refill(crawl_id, shard, index, result)
+        return result
 
-    def _dispatch(self, crawl_id: str, crawl: _Crawl, reap: bool) -> DispatchRound | None:
-        """The round's script (see ``redis_scripts.DISPATCH``); None if the config changed,
-        ``_INACTIVE`` if the crawl is no longer active."""
-        settings, frontier = crawl.settings, crawl.frontier
-        prefix = self.registry.prefix(crawl_id)
-        args = [frontier.prefix, repr(frontier.now()), repr(frontier.lease_seconds),
-                prefix + "counters", prefix + "config", crawl.config_sha1, settings.max_pages,
-                crawl.max_outstanding, repr(float(settings.priority_slack)),
-                settings.low_priority_slots, REAP_BATCH if reap else 0,
-                repr(frontier.default_delay), frontier.max_size, self.registry.root + "crawls",
-                crawl_id, repr(float(settings.low_priority_share)), frontier.diversity,
-                repr(float(frontier.slack)), repr(LOW_AFTER_IDLE)]
-        reply = self._script(args=args)
+    def _dispatch(self, crawl_id: str, crawl: _Crawl, index: int, reap: bool
+                  ) -> DispatchRound | None:
+        """The round's script on one shard (see ``redis_scripts.DISPATCH``); None if the config
+        changed, ``_INACTIVE`` if the crawl is no longer active."""
+        settings, frontier = crawl.settings, crawl.shards[index].frontier
+        others = [figures for shard, figures in crawl.seen.items() if shard != index]
+        elsewhere = sum(fetched + in_flight for fetched, in_flight, _, _ in others)
+        max_in_flight = crawl.max_outstanding - sum(in_flight for _, in_flight, _, _ in others)
+        values = {"prefix": frontier.prefix, "now": repr(frontier.now()),
+                  "lease_seconds": repr(frontier.lease_seconds),
+                  "counters": frontier.counters_key,
+                  "state": self.registry.shard_prefix(crawl_id, index) + "state",
+                  "config_sha1": crawl.config_sha1, "max_pages": settings.max_pages,
+                  "max_in_flight": max_in_flight,
+                  "priority_slack": repr(float(settings.priority_slack)),
+                  "low_slots": settings.low_priority_slots,
+                  "reap_batch": REAP_BATCH if reap else 0,
+                  "reap_delay": repr(frontier.default_delay), "max_size": frontier.max_size,
+                  "window": frontier.window, "elsewhere": elsewhere,
+                  "low_share": repr(float(settings.low_priority_share)),
+                  "diversity": frontier.diversity, "diversity_slack": repr(float(frontier.slack)),
+                  "low_after_idle": repr(LOW_AFTER_IDLE)}
+        args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
+        reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
             return _INACTIVE
         if not reply[0]:
             return None
-        fetched, in_flight, queued, reaped, ready_in = reply[1:6]
+        fetched, in_flight, queued, reaped, ready_in, spilled, due = reply[1:8]
         tasks = []
-        for body, token in zip(reply[6::2], reply[7::2], strict=True):
+        for body, token in zip(reply[8::2], reply[9::2], strict=True):
             task = LeasedTask.from_dict(json.loads(body))
             task.lease = token.decode() if isinstance(token, bytes) else str(token)
             tasks.append(task)
         return DispatchRound(tasks, int(fetched), int(in_flight), int(queued), int(reaped),
-                             float(ready_in) if ready_in else None)
+                             float(ready_in) if ready_in else None, int(spilled), int(due))
 
-    def _send_all(self, crawl_id: str, crawl: _Crawl, tasks: list[LeasedTask]) -> None:
+    def _read_others(self, crawl_id: str, crawl: _Crawl, force: bool = False) -> None:
+        """Figures of the crawl's shards this dispatcher does not serve (every
+        ``OTHERS_EVERY``): the page budget and the end of the crawl are the crawl's."""
+        others = [index for index in range(crawl.settings.frontier_shards)
+                  if index not in crawl.shards or force]
+        now = self.clock()
+        if not others or (not force and now - crawl.others_read < OTHERS_EVERY):
+            return
+        crawl.others_read = now
+        pipe = self.registry.client.pipeline(transaction=False)
+        for index in others:
+            frontier = self.registry.frontier_prefix(crawl_id, index)
+            pipe.hget(self.registry.shard_prefix(crawl_id, index) + "counters", "fetched")
+            pipe.hlen(frontier + "lease")
+            pipe.get(frontier + "queued")
+            pipe.hlen(frontier + "spill")
+        replies = pipe.execute()
+        for position, index in enumerate(others):
+            fetched, in_flight, queued, spilled = replies[4 * position:4 * position + 4]
+            crawl.seen[index] = (int(float(fetched or 0)), int(in_flight), int(queued or 0),
+                                 int(spilled))
+
+    def _send_all(self, crawl_id: str, frontier: RedisFrontier, tasks: list[LeasedTask]) -> None:
         for i, task in enumerate(tasks):
             try:
                 self.send(crawl_id, task.to_dict())
             except Exception:
                 for unsent in tasks[i:]:  # back in their places
-                    crawl.frontier.release(unsent, 0.0)
+                    frontier.release(unsent, 0.0)
                 raise
             self.sent += 1
 
-    def _finish_if_done(self, crawl_id: str, crawl: _Crawl, result: DispatchRound) -> None:
-        if result.in_flight > 0:
+    def _maybe_refill(self, crawl_id: str, shard: _Shard, index: int,
+                      result: DispatchRound) -> None:
+        now = self.clock()
+        if (self.send_refill is None or not result.refill_due
+                or now - shard.last_refill < REFILL_EVERY):
             return
-        if result.fetched >= crawl.settings.max_pages:
+        shard.last_refill = now
+        self.send_refill(crawl_id, index)
+
+    def _finish_if_done(self, crawl_id: str, crawl: _Crawl) -> None:
+        if any(in_flight for _, in_flight, _, _ in crawl.seen.values()):
+            return
+        if len(crawl.seen) < crawl.settings.frontier_shards:
+            return
+        self._read_others(crawl_id, crawl, force=len(crawl.shards) <
+                          crawl.settings.frontier_shards)
+        seen = crawl.seen.values()
+        fetched = sum(figures[0] for figures in seen)
+        if any(in_flight for _, in_flight, _, _ in seen):
+            return
+        if fetched >= crawl.settings.max_pages:
             reason = "page budget reached"
-        elif result.queued == 0:
+        elif not any(queued or spilled for _, _, queued, spilled in seen):
             reason = "frontier empty"
         else:
             return
         self.registry.set_status(crawl_id, "done", reason)
         self._crawls.pop(crawl_id, None)
-        log.info("crawl %s done: %s (%d pages)", crawl_id, reason, result.fetched)
+        log.info("crawl %s done: %s (%d pages)", crawl_id, reason, fetched)
 
     def _crawl(self, crawl_id: str, refresh: bool = False) -> _Crawl:
-        """The cached frontier and settings of a crawl (``refresh``: read its config again;
+        """The cached shards and settings of a crawl (``refresh``: read its config again;
         each round's script checks that the cached one is still current)."""
         crawl = self._crawls.get(crawl_id)
         if crawl is None or refresh:
@@ -248,17 +371,20 @@ class Dispatcher:
             settings = settings_from_config(json.loads(raw))
         except ValueError as exc:
             raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
-        frontier = self.registry.frontier(crawl_id, settings)
+        served = {index: _Shard(self.registry.shard_frontier(crawl_id, index, settings))
+                  for index in range(settings.frontier_shards)
+                  if index % self.shard_step == self.shard_index}
         outstanding = settings.max_outstanding or 2 * settings.concurrency
-        return _Crawl(hashlib.sha1(raw).hexdigest(), settings, frontier, outstanding)
+        return _Crawl(config_sha1(raw), settings, served, outstanding)
 
-    def _note_rate(self, crawl_id: str, crawl: _Crawl, fetched: int) -> None:
-        """Every RATE_WINDOW seconds, store pages/s over the last window in the counters."""
+    def _note_rate(self, crawl_id: str, shard: _Shard, index: int, fetched: int) -> None:
+        """Every RATE_WINDOW seconds, store the shard's pages/s over the last window in its
+        counters (the crawl's rate is their sum)."""
         now = self.clock()
-        started, fetched_then = crawl.rate_sample
+        started, fetched_then = shard.rate_sample
         if fetched_then < 0:
-            crawl.rate_sample = (now, fetched)
+            shard.rate_sample = (now, fetched)
         elif now - started >= RATE_WINDOW:
             rate = (fetched - fetched_then) / (now - started)
-            self.registry.set_counter(crawl_id, "pages_per_s", round(rate, 2))
-            crawl.rate_sample = (now, fetched)
+            self.registry.set_counter(crawl_id, "pages_per_s", round(rate, 2), shard=index)
+            shard.rate_sample = (now, fetched)

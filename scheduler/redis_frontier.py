@@ -1,8 +1,12 @@
-"""The distributed frontier: one priority queue in Redis shared by every machine.
+"""The distributed frontier: one shard's priority queue in Redis, shared by every machine.
+
+A crawl's frontier is one or more shards (``scheduler.shards``; ``ShardedFrontier`` routes each
+URL to its host's shard): this class is one shard, under a prefix that carries the shard's
+Redis Cluster hash tag. On one plain Redis a crawl of one shard is the default.
 
 Mercator-style layout: a queue per host plus two host indexes, so a pop never scans the hosts.
 
-- Global priority order: ``ready`` is a sorted set of the hosts that may be contacted now, each
+- Priority order within the shard: ``ready`` is a sorted set of the hosts that may be contacted now, each
   scored by the priority of its best queued URL; a pop takes its top host and that host's best
   URL. Ties (equal priority) go in discovery order, across hosts too (see ``redis_scripts``).
   ``best`` indexes every host (ready, sleeping or busy) by its best URL, so ``best_priority``
@@ -23,16 +27,21 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
   is a live worker's heartbeat (a dead worker's leases then end soon). Every ack
   and release also leaves a token in ``wake``, so a dispatcher blocked on it (BLPOP) sends the
   next task at once instead of polling (``scheduler.dispatcher`` pops in its own script).
-- Bounded: beyond ``max_size`` queued URLs the lowest priority one is evicted (``worst`` indexes
-  every host by its lowest URL); it stays ``queued`` in the crawl database.
+- Memory that grows with hosts, not URLs: a host keeps at most ``window`` URLs in Redis (its
+  best), and the shard at most ``max_size`` (beyond it the lowest URL of all is evicted:
+  ``worst`` indexes every host by its lowest URL). A URL left out or evicted *spills*: it stays
+  ``queued`` in the crawl database, its host's count in ``spill`` grows, and when the host's
+  window runs down to half (or empties) the host is due a refill (``refill``): its best queued
+  URLs come back from the database. No URL is stranded there.
 - Every multi-step update is one Lua script (atomic). "now" comes from the caller's clock.
 - PostgreSQL is the source of truth: ``rebuild(store)`` refills the frontier and the dedup set
   from the LinkTable after Redis lost its data (hosts then start ready; leases are dropped).
 
 Dedup (``add_new``): 64-bit fingerprints (blake2b, 8 bytes) of canonical URLs, sharded by their
-top 14 bits into 16,384 sets that hold the remaining 50 bits as integers, so Redis keeps each
-set as an *intset* (8 bytes per URL) while it has at most ``set-max-intset-entries`` (512)
-members: up to about 6 million URLs at full compactness (raise that setting for more). Two URLs
+top 16 bits into 65,536 sets that hold the remaining 48 bits as integers, so Redis keeps each
+set as an *intset* (8 bytes per URL) while it has at most ``set-max-intset-entries`` members:
+with the 4,096 that ``ensure_memory_config`` sets, up to about 2.7e8 URLs per shard at full
+compactness (with Redis's default, 512, about 3.4e7). Two URLs
 collide with probability about n^2 / 2^65 (3e-8 at 1 million URLs, 3e-6 at 10 million); a
 collision makes the second URL look already seen. A Bloom filter of similar size would drop
 *unseen* URLs at its false-positive rate (typically 1e-2..1e-3, i.e. thousands of URLs per
@@ -45,8 +54,11 @@ pfx = 6 bytes of discovery order, fingerprint = 8 bytes):
 
 ====================  ======  ===============================================================
 P + "q:" + host       zset    the host's queued URLs: member pfx+fingerprint, score = priority
-P + "task"            hash    fingerprint -> pfx + task JSON, for every queued URL (its HLEN is
-                              ``len``)
+P + "t:" + host       hash    fingerprint -> pfx + task JSON, for each URL of the host's queue
+P + "queued"          string  URLs queued (``len``)
+P + "spill"           hash    host -> URLs of the host spilled to the crawl database
+P + "refill"          zset    hosts due a refill: score = when it may be claimed (0: now)
+P + "done"            zset    fingerprints finished in the last 5 minutes (not refilled)
 P + "ready"           zset    idle hosts with URLs: member pfx+host, score = best priority
 P + "worst"           zset    every host with URLs: member pfx+host, score = lowest priority
 P + "best"            zset    every host with URLs: member host, score = best priority
@@ -56,19 +68,19 @@ P + "lease"           hash    fingerprint -> "token TAB host TAB priority TAB pf
 P + "deadline"        zset    fingerprint -> lease deadline (unix time)
 P + "lease_priority"  zset    fingerprint -> priority of the leased URL
 P + "seq"             string  counter: discovery order of URLs and lease tokens
-P + "evicted"         string  URLs evicted because the frontier was full
-P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 14 bits), intset-encoded
+P + "evicted"         string  URLs spilled so far (a full window or a full shard)
+P + "seen:" + n       set     fingerprints seen by ``add_new`` (n = top 16 bits), intset-encoded
 P + "seen_count"      string  number of fingerprints in the seen sets
 P + "wake"            list    at most one token: a lease ended since the dispatcher's last round
 P + "low_next"        string  time before which the dispatcher sends no "low" URL
 P + "recent"          list    the registered domains of the last ``diversity - 1`` pops, newest first
 P + "recent_count"    hash    domain -> its entries in ``recent`` (O(1) membership)
-P + "domain"          hash    host -> its registered domain, where they differ (set by pushes)
+P + "domain"          hash    host -> its registered domain, where they differ (hosts with URLs)
 ====================  ======  ===============================================================
 
 Redis must run with ``maxmemory-policy noeviction`` (an evicted key would lose URLs silently);
-a full Redis then refuses writes with an OOM error, which is raised to the caller. The scripts
-build per-host key names from the prefix, so use one Redis instance (not Redis Cluster).
+a full Redis then refuses writes with an OOM error, which is raised to the caller. Per-host keys
+are built inside the scripts from the prefix: with a hash tag in it they share the shard's slot.
 """
 
 from __future__ import annotations
@@ -81,22 +93,27 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
 from jlse.records import CrawlTask, LinkStatus
 from jlse.scheduler import redis_scripts
 from jlse.scheduler.frontier import Frontier
+from jlse.scheduler.redis_client import delete_keys, glob_escape, is_cluster, scan_keys
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.urls import host_of, registered_domain
 
 log = logging.getLogger(__name__)
 
-SEEN_SHARD_BITS = 14
+SEEN_SHARD_BITS = 16
 _SEEN_VALUE_BITS = 64 - SEEN_SHARD_BITS
 _SEEN_VALUE_MASK = (1 << _SEEN_VALUE_BITS) - 1
 SCRIPT_BATCH = 1000  # URLs per script call: keeps each call short (Redis runs one at a time)
 REAP_BATCH = 500
+REFILL_HOSTS = 50  # hosts per refill call
+REFILL_UNBOUNDED = 10_000  # URLs per host and refill when hosts have no window
+REFILL_SLACK = 16  # rows read beyond a window: the top ones may be in flight or just fetched
 _DEFAULTS = {f.name: f.default for f in fields(CrawlTask) if f.name not in ("url", "url_id")}
 
 
@@ -142,6 +159,7 @@ class RedisFrontier(Frontier):
         prefix: str = "jlse:frontier:",
         *,
         max_size: int = 1_000_000,
+        window: int = 0,
         lease_seconds: float = 300.0,
         default_delay: float = 0.0,
         diversity: int = 100,
@@ -152,22 +170,22 @@ class RedisFrontier(Frontier):
         self.client = client
         self.prefix = prefix
         self.max_size = max_size
+        self.window = window  # URLs a host keeps in Redis (0: no limit); the rest spill
         self.lease_seconds = lease_seconds
         self.default_delay = default_delay
         self.diversity = diversity  # domain diversity's k (1: off), as ``LocalFrontier``
         self.slack = slack
         self.counters_key = counters_key or prefix + "counters"  # a hash: finish's deltas
         self._clock = clock
-        self._push = client.register_script(redis_scripts.PUSH)
-        self._mark_seen = client.register_script(redis_scripts.MARK_SEEN)
-        self._pop = client.register_script(redis_scripts.POP)
-        self._finish = client.register_script(redis_scripts.FINISH)
-        self._reap = client.register_script(redis_scripts.REAP)
-        self._next_ready = client.register_script(redis_scripts.NEXT_READY)
-        self._best_priority = client.register_script(redis_scripts.BEST_PRIORITY)
-        self._lease_current = client.register_script(redis_scripts.LEASE_CURRENT)
-        self._renew = client.register_script(redis_scripts.RENEW)
+        self._keys = [prefix + "ready"]  # what a cluster routes every script call by
+        self._cluster = is_cluster(client)
+        scripts = {name: client.register_script(getattr(redis_scripts, name.upper()))
+                   for name in _SCRIPTS}
+        self._scripts = scripts
         _warn_unless_noeviction(client)
+
+    def _run(self, name: str, args: list[Any], client: Any = None) -> Any:
+        return self._scripts[name](keys=self._keys, args=args, client=client)
 
     # -- adding URLs -----------------------------------------------------------------------
 
@@ -191,15 +209,15 @@ class RedisFrontier(Frontier):
             return []
         batches = []
         for start in range(0, len(tasks), SCRIPT_BATCH):
-            args: list[Any] = [self.prefix, self.max_size, "1" if dedup else "0"]
+            args: list[Any] = [self.prefix, self.max_size, self.window, "1" if dedup else "0"]
             for task in tasks[start:start + SCRIPT_BATCH]:
                 args.extend(_push_args(task, dedup))
             batches.append(args)
-        if len(batches) == 1:  # a pipeline would add a SCRIPT EXISTS round trip
-            return [bool(flag) for flag in self._push(args=batches[0])]
+        if len(batches) == 1 or self._cluster:  # a pipeline would add a SCRIPT EXISTS trip
+            return [bool(flag) for args in batches for flag in self._run("push", args)]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
-            self._push(args=args, client=pipe)
+            self._run("push", args, client=pipe)
         return [bool(flag) for batch in pipe.execute() for flag in batch]
 
     def mark_seen(self, urls: Iterable[str]) -> int:
@@ -207,7 +225,7 @@ class RedisFrontier(Frontier):
         args: list[str] = [self.prefix]
         for url in urls:
             args.extend(seen_slot(fingerprint(url)))
-        return int(self._mark_seen(args=args)) if len(args) > 1 else 0
+        return int(self._run("mark_seen", args)) if len(args) > 1 else 0
 
     # -- leased pops -----------------------------------------------------------------------
 
@@ -216,14 +234,21 @@ class RedisFrontier(Frontier):
         host), leased; None if no host is ready now or (with ``min_priority``) the best ready
         URL has a lower priority."""
         bound = "" if min_priority is None else repr(float(min_priority))
-        found = self._pop(args=[self.prefix, repr(self._clock()), repr(self.lease_seconds),
-                                bound, self.diversity, repr(float(self.slack))])
+        found = self._run("pop", [self.prefix, repr(self._clock()), repr(self.lease_seconds),
+                                  bound, self.diversity, repr(float(self.slack)),
+                                  self.max_size, self.window])
         if not found:
             return None
         body, token = found
         task = LeasedTask.from_dict(json.loads(body))
         task.lease = _text(token)
         return task
+
+    def ready_best(self) -> float | None:
+        """The best priority among the ready hosts (sleepers whose delay passed included), None
+        if no host is ready."""
+        answer = self._run("ready_best", [self.prefix, repr(self._clock())])
+        return None if answer is None else float(_text(answer))
 
     @property
     def wake_key(self) -> str:
@@ -233,14 +258,14 @@ class RedisFrontier(Frontier):
     def best_priority(self) -> float | None:
         """The highest priority queued, whether its host is ready, sleeping or busy; None when
         nothing is queued. O(log hosts)."""
-        answer = self._best_priority(args=[self.prefix])
+        answer = self._run("best_priority", [self.prefix])
         return None if answer is None else float(_text(answer))
 
     def lease_current(self, task: CrawlTask) -> bool:
         """Whether the task's URL is leased under the task's lease token (any lease for a task
         without one): False once it was acked, reaped or handed out again."""
         args = [self.prefix, fingerprint(task.url), getattr(task, "lease", "")]
-        return bool(self._lease_current(args=args))
+        return bool(self._run("lease_current", args))
 
     def renew(self, leases: Sequence[tuple[str, str]], seconds: float) -> int:
         """Set the deadline of each ``(url, lease token)`` still leased under that token to
@@ -251,7 +276,7 @@ class RedisFrontier(Frontier):
         args: list[Any] = [self.prefix, repr(self._clock() + seconds)]
         for url, token in leases:
             args += [fingerprint(url), token]
-        return int(self._renew(args=args))
+        return int(self._run("renew", args))
 
     def in_flight_below(self, priority: float) -> int:
         """Leased URLs whose priority is below ``priority`` (strictly)."""
@@ -285,12 +310,12 @@ class RedisFrontier(Frontier):
         names = [name for name, delta in (deltas or {}).items() if delta]
         args: list[Any] = [self.prefix, repr(self._clock()), fingerprint(task.url),
                            getattr(task, "lease", ""), repr(float(wait)),
-                           "1" if requeue else "0", self.max_size,
+                           "1" if requeue else "0", self.max_size, self.window,
                            self.counters_key if names else "",
                            task_json(task) if requeue else b""]
         for name in names:
             args += [name, deltas[name]]
-        reply = self._finish(args=args)
+        reply = self._run("finish", args)
         if not reply[0]:
             return False, {}
         return True, dict(zip(names, (int(v) for v in reply[1:]), strict=True))
@@ -300,17 +325,56 @@ class RedisFrontier(Frontier):
         returned = 0
         while True:
             args = [self.prefix, repr(self._clock()), repr(self.default_delay), self.max_size,
-                    REAP_BATCH]
-            count = int(self._reap(args=args))
+                    self.window, REAP_BATCH]
+            count = int(self._run("reap", args))
             returned += count
             if count < REAP_BATCH:
                 return returned
 
+    # -- spilled URLs come back ------------------------------------------------------------
+
+    def refill(self, store: CrawlStore, max_hosts: int = REFILL_HOSTS,
+               claim_seconds: float = 60.0) -> int:
+        """Bring back the best spilled URLs of up to ``max_hosts`` hosts due a refill, from the
+        crawl database (one query per host); how many were queued. Safe to run anywhere, any
+        number of times at once: each host is claimed first, and a claim that is not
+        completed (the caller died) lapses after ``claim_seconds``."""
+        claimed = self._run("refill_claim", [self.prefix, repr(self._clock()),
+                                             repr(claim_seconds), max_hosts, self.max_size,
+                                             self.window])
+        queued = 0
+        for host, spilled in zip(claimed[::2], claimed[1::2], strict=True):
+            host = _text(host)
+            limit = self.window + REFILL_SLACK if self.window else REFILL_UNBOUNDED
+            links = store.queued_links_of_host(urlsplit("//" + host).hostname or "", limit)
+            args: list[Any] = [self.prefix, repr(self._clock()), self.max_size, self.window,
+                               host, registered_domain(host), _text(spilled),
+                               "1" if len(links) < limit else "0"]
+            for link in links:
+                task = link.to_task()
+                if host_of(task.url) != host:  # the database's host has no port
+                    continue
+                args += [fingerprint(task.url), repr(float(task.priority)), task_json(task)]
+            queued += int(self._run("refill_push", args))
+        return queued
+
+    def accounts_for(self, urls: Sequence[str]) -> list[bool]:
+        """Per URL: whether the frontier will hand it out some day (queued, leased, or its host
+        has spilled URLs to bring back). One pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for url in urls:
+            host, fp = host_of(url), fingerprint(url)
+            pipe.hexists(self.prefix + "t:" + host, fp)
+            pipe.hexists(self.prefix + "lease", fp)
+            pipe.hexists(self.prefix + "spill", host)
+        answers = pipe.execute()
+        return [any(answers[3 * i:3 * i + 3]) for i in range(len(urls))]
+
     # -- sizes -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        """URLs queued (not in flight)."""
-        return int(self.client.hlen(self.prefix + "task"))
+        """URLs queued in Redis (not in flight, not spilled)."""
+        return int(self.client.get(self.prefix + "queued") or 0)
 
     def counters(self) -> dict[str, int]:
         raw = self.client.hgetall(self.counters_key)
@@ -327,19 +391,22 @@ class RedisFrontier(Frontier):
         """Seconds until some host may be contacted (0 if one may now), None if no host waits.
 
         May be early: a sleeping host whose queue has emptied still counts."""
-        answer = self._next_ready(args=[self.prefix, repr(self._clock())])
+        answer = self._run("next_ready", [self.prefix, repr(self._clock())])
         return None if answer is None else float(_text(answer))
 
     def stats(self) -> dict[str, int]:
+        """queued, in flight, hosts with URLs, evicted (spilled so far), seen, and hosts with
+        spilled URLs (``spilled_hosts``)."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.hlen(self.prefix + "task")
+        for key in ("queued", "evicted", "seen_count"):
+            pipe.get(self.prefix + key)
         pipe.hlen(self.prefix + "lease")
         pipe.zcard(self.prefix + "worst")
-        pipe.get(self.prefix + "evicted")
-        pipe.get(self.prefix + "seen_count")
-        queued, in_flight, hosts, evicted, seen = pipe.execute()
-        return {"queued": int(queued), "in_flight": int(in_flight), "hosts": int(hosts),
-                "evicted": int(evicted or 0), "seen": int(seen or 0)}
+        pipe.hlen(self.prefix + "spill")
+        queued, evicted, seen, in_flight, hosts, spilled = pipe.execute()
+        return {"queued": int(queued or 0), "in_flight": int(in_flight), "hosts": int(hosts),
+                "evicted": int(evicted or 0), "seen": int(seen or 0),
+                "spilled_hosts": int(spilled)}
 
     # -- recovery --------------------------------------------------------------------------
 
@@ -367,16 +434,11 @@ class RedisFrontier(Frontier):
 
     def clear(self) -> int:
         """Delete every key under the prefix (SCAN + UNLINK in batches); how many."""
-        deleted = 0
-        batch: list[bytes] = []
-        for key in self.client.scan_iter(match=_glob_escape(self.prefix) + "*", count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                deleted += self.client.unlink(*batch)
-                batch = []
-        if batch:
-            deleted += self.client.unlink(*batch)
-        return deleted
+        return delete_keys(self.client, scan_keys(self.client, glob_escape(self.prefix) + "*"))
+
+
+_SCRIPTS = ("push", "mark_seen", "pop", "ready_best", "finish", "reap", "refill_claim",
+            "refill_push", "next_ready", "best_priority", "lease_current", "renew")
 
 
 def _push_args(task: CrawlTask, dedup: bool) -> list[Any]:
@@ -391,13 +453,44 @@ def _push_args(task: CrawlTask, dedup: bool) -> list[Any]:
     return args
 
 
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+MEMORY_CONFIG = {  # see docs/distributed.md: what keeps a queued and a known URL small
+    "set-max-intset-entries": 4096,  # dedup fingerprints stay 8 bytes each
+    "hash-max-listpack-value": 1024,  # a host's task JSONs stay in one compact listpack
+    "hash-max-listpack-entries": 512,
+}
 
 
-def _warn_unless_noeviction(client: redis.Redis) -> None:
+def ensure_memory_config(client: Any) -> None:
+    """Raise Redis's compact-encoding limits the frontier relies on to ``MEMORY_CONFIG`` where
+    they are lower (every node of a cluster); where CONFIG is disabled (a managed Redis), say
+    what to set."""
+    for name, wanted in MEMORY_CONFIG.items():
+        try:
+            current = {_text(k): _text(v) for k, v in _config_get(client, name).items()}
+            if int(current.get(name, wanted)) < wanted:
+                _config_set(client, name, wanted)
+        except redis.ResponseError:
+            log.warning("cannot read or set Redis %s: set it to %d or more (a frontier of "
+                        "many URLs then takes several times the memory)", name, wanted)
+            return
+
+
+def _config_get(client: Any, name: str) -> dict:
+    if is_cluster(client):  # the same value on every node (the project's files set them)
+        return client.config_get(name, target_nodes=client.get_random_node())
+    return client.config_get(name)
+
+
+def _config_set(client: Any, name: str, value: int) -> None:
+    if is_cluster(client):
+        client.config_set(name, value, target_nodes=client.ALL_NODES)
+    else:
+        client.config_set(name, value)
+
+
+def _warn_unless_noeviction(client: Any) -> None:
     try:
-        reply = client.config_get("maxmemory-policy")
+        reply = _config_get(client, "maxmemory-policy")
     except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
         return
     policy = {_text(k): _text(v) for k, v in reply.items()}.get("maxmemory-policy")

@@ -1,7 +1,11 @@
 """Lua sources of the Redis frontier (see ``scheduler.redis_frontier`` for the key layout).
 
-Every script gets the key prefix as ARGV[1] and "now" (when it needs a time) from the caller's
-clock, never from TIME, so tests control time. Each script is one atomic step.
+Every script gets the key prefix as ARGV[1] and declares one key, ``prefix .. 'ready'`` (KEYS[1]):
+a Redis Cluster routes the call by it. Every key a script touches starts with the prefix, and a
+sharded crawl's prefix carries a hash tag (``scheduler.shards``), so all of them sit in one slot;
+the scripts run unchanged on one Redis and on a cluster. "now" (when a script needs a time)
+comes from the caller's clock, never from TIME, so tests control time. Each script is one atomic
+step.
 
 Encodings used here:
 - ``pfx``: 6 bytes, ``2^48 - 1 - seq`` big-endian, where ``seq`` is the URL's discovery number.
@@ -11,24 +15,38 @@ Encodings used here:
 - ready / worst member: ``pfx .. host`` of the host's best / lowest URL; score = its priority.
 - best member: ``host``; score = the priority of the host's best URL (every host with URLs).
 - lease_priority member: ``fp`` of a leased URL; score = its priority.
-- task value: ``pfx .. json``; lease value: ``token TAB host TAB score TAB pfx .. json``.
+- task value (the host's ``t:`` hash, fp -> it): ``pfx .. json``; lease value:
+  ``token TAB host TAB score TAB pfx .. json``.
+- spill: host -> URLs of the host that went to the crawl database only (its window was full, or
+  the frontier was); refill member: host whose spilled URLs should come back, score = when it may
+  be claimed (0: now; a claim sets its deadline).
 """
 
 from __future__ import annotations
 
 PRELUDE = r"""
 local P = ARGV[1]
-local TASK, READY, WORST = P .. 'task', P .. 'ready', P .. 'worst'
+local READY, WORST, QUEUED = P .. 'ready', P .. 'worst', P .. 'queued'
 local SLEEP, BUSY, LEASE, DEADLINE = P .. 'sleep', P .. 'busy', P .. 'lease', P .. 'deadline'
 local SEQ, EVICTED, SEEN_COUNT = P .. 'seq', P .. 'evicted', P .. 'seen_count'
 local BEST, LEASE_PRIORITY, WAKE = P .. 'best', P .. 'lease_priority', P .. 'wake'
 local RECENT, RECENT_COUNT = P .. 'recent', P .. 'recent_count'
 local DOMAIN = P .. 'domain'
+local SPILL, REFILL, DONE = P .. 'spill', P .. 'refill', P .. 'done'
+local DONE_SECONDS = 300  -- how long a finished URL is remembered (see REFILL_PUSH)
+local REFILL_RETRY = 5  -- seconds before a host whose refill found nothing new is due again
+-- the frontier's limits, set by each script that queues URLs (``set_limits``): URLs queued in
+-- the shard at most, and URLs per host (0: no limit) before the lowest spill to the database
+local MAX_SIZE, WINDOW = math.huge, 0
+local function set_limits(max_size, window)
+  MAX_SIZE, WINDOW = tonumber(max_size), tonumber(window)
+end
 
 -- the registered domain of a host (domain diversity), as PUSH recorded it
 local function domain_of(host) return redis.call('HGET', DOMAIN, host) or host end
 
 local function qkey(host) return P .. 'q:' .. host end
+local function tkey(host) return P .. 't:' .. host end
 
 local function seq_prefix(seq)
   local n = 281474976710655 - seq
@@ -76,6 +94,7 @@ local function reindex(host, q, old_top, old_bottom)
       redis.call('ZADD', BEST, new_top[2], host)
     else
       redis.call('ZREM', BEST, host)
+      redis.call('HDEL', DOMAIN, host)  -- a push sets it again: the hash holds hosts with URLs
     end
     local listed
     if old_top then
@@ -89,33 +108,68 @@ local function reindex(host, q, old_top, old_bottom)
   end
 end
 
+-- a URL of host leaves Redis but stays queued in the crawl database: counted, so it comes back
+local function spill(host)
+  redis.call('HINCRBY', SPILL, host, 1)
+  redis.call('INCR', EVICTED)
+end
+
+-- a host whose window ran low while some of its URLs wait in the crawl database is due a
+-- refill (``REFILL_CLAIM``); a host already listed (due or claimed) keeps its entry
+local function maybe_refill(host, q)
+  if WINDOW > 0 and redis.call('ZCARD', q) * 2 > WINDOW then return end
+  if redis.call('HEXISTS', SPILL, host) == 1 then redis.call('ZADD', REFILL, 'NX', 0, host) end
+end
+
+-- remove a queued member (pfx .. fp) of host's queue q (call reindex afterwards)
+local function unqueue(host, q, member)
+  redis.call('ZREM', q, member)
+  redis.call('HDEL', tkey(host), string.sub(member, 7))
+  redis.call('DECR', QUEUED)
+end
+
 local function evict_lowest()
   local lowest = redis.call('ZRANGE', WORST, 0, 0)[1]
   if not lowest then return end
   local host = string.sub(lowest, 7)
   local q = qkey(host)
   local top, bottom = top_of(q), bottom_of(q)
-  redis.call('ZREM', q, bottom[1])
-  redis.call('HDEL', TASK, string.sub(bottom[1], 7))
+  unqueue(host, q, bottom[1])
+  spill(host)
   reindex(host, q, top, bottom)
-  redis.call('INCR', EVICTED)
+  maybe_refill(host, q)
 end
 
--- queue a URL, or raise its priority if it is queued; pfx keeps a returned lease's order
-local function enqueue(host, fp, score, body, pfx, max_size)
-  local q = qkey(host)
-  local current = redis.call('HGET', TASK, fp)
+-- queue a URL, or raise its priority if it is queued; pfx keeps a returned lease's order. A
+-- host holds at most window URLs (0: no limit): beyond it the lowest (among equals the latest
+-- discovered) is spilled to the crawl database (MAX_SIZE, WINDOW: ``set_limits``). Returns 1
+-- if queued, raised or spilled.
+local function enqueue(host, fp, score, body, pfx)
+  local q, t = qkey(host), tkey(host)
+  local current = redis.call('HGET', t, fp)
   if current then
     pfx = string.sub(current, 1, 6)
     local old = redis.call('ZSCORE', q, pfx .. fp)
     if not old or tonumber(old) >= tonumber(score) then return 0 end
   end
   local top, bottom = top_of(q), bottom_of(q)
+  if not current and WINDOW > 0 and bottom and redis.call('ZCARD', q) >= WINDOW then
+    if tonumber(score) <= tonumber(bottom[2]) then
+      spill(host)
+      return 1
+    end
+    unqueue(host, q, bottom[1])
+    spill(host)
+  end
   if not pfx then pfx = seq_prefix(redis.call('INCR', SEQ)) end
   redis.call('ZADD', q, score, pfx .. fp)
-  redis.call('HSET', TASK, fp, pfx .. body)
+  redis.call('HSET', t, fp, pfx .. body)
+  if not current and redis.call('INCR', QUEUED) > MAX_SIZE then
+    reindex(host, q, top, bottom)
+    evict_lowest()
+    return 1
+  end
   reindex(host, q, top, bottom)
-  if not current and redis.call('HLEN', TASK) > max_size then evict_lowest() end
   return 1
 end
 
@@ -149,15 +203,19 @@ local function parse_lease(v)
          string.sub(v, c + 1)
 end
 
--- end a lease; with requeue the URL goes back to its host queue in its old place
-local function end_lease(fp, v, requeue, ready_at, now, max_size, body)
+-- end a lease; with requeue the URL goes back to its host queue in its old place, else it is
+-- remembered as done for DONE_SECONDS (a refill must not queue it again: see REFILL_PUSH)
+local function end_lease(fp, v, requeue, ready_at, now, body)
   local _, host, score, stored = parse_lease(v)
   redis.call('HDEL', LEASE, fp)
   redis.call('ZREM', DEADLINE, fp)
   redis.call('ZREM', LEASE_PRIORITY, fp)
   if requeue then
     if not body or body == '' then body = string.sub(stored, 7) end
-    enqueue(host, fp, score, body, string.sub(stored, 1, 6), max_size)
+    enqueue(host, fp, score, body, string.sub(stored, 1, 6))
+  else
+    redis.call('ZADD', DONE, now, fp)
+    redis.call('ZREMRANGEBYSCORE', DONE, '-inf', '(' .. string.format('%.17g', now - DONE_SECONDS))
   end
   free_host(host, ready_at, now)
 end
@@ -209,16 +267,17 @@ local function pop_one(now, lease_seconds, min, diversity, slack)
   if not best then return nil end
   redis.call('ZREM', READY, best)
   local host = string.sub(best, 7)
+  local domain = domain_of(host)
   local q = qkey(host)
   local top, bottom = top_of(q), bottom_of(q)
   if not top then return nil end
-  redis.call('ZREM', q, top[1])
   local fp = string.sub(top[1], 7)
-  local stored = redis.call('HGET', TASK, fp)
-  redis.call('HDEL', TASK, fp)
+  local stored = redis.call('HGET', tkey(host), fp)
+  unqueue(host, q, top[1])
   reindex(host, q, top, bottom)
+  maybe_refill(host, q)
   redis.call('SADD', BUSY, host)
-  remember_host(domain_of(host), diversity)
+  remember_host(domain, diversity)
   local token = string.format('%d', redis.call('INCR', SEQ))
   redis.call('HSET', LEASE, fp, token .. '\t' .. host .. '\t' .. top[2] .. '\t' .. stored)
   redis.call('ZADD', DEADLINE, now + lease_seconds, fp)
@@ -227,12 +286,12 @@ local function pop_one(now, lease_seconds, min, diversity, slack)
 end
 
 -- return up to batch expired leases to their host queues; how many deadlines were due
-local function reap_due(now, delay, max_size, batch)
+local function reap_due(now, delay, batch)
   local due = redis.call('ZRANGEBYSCORE', DEADLINE, '-inf', now, 'LIMIT', 0, batch)
   for _, fp in ipairs(due) do
     local v = redis.call('HGET', LEASE, fp)
     if v then
-      end_lease(fp, v, true, now + delay, now, max_size)
+      end_lease(fp, v, true, now + delay, now)
     else
       redis.call('ZREM', DEADLINE, fp)
       redis.call('ZREM', LEASE_PRIORITY, fp)
@@ -257,25 +316,25 @@ local function best_priority()
 end
 """
 
-# ARGV: prefix, max_size, dedup ('1' = add_new), then per URL: host, its registered domain, fp,
-# score, body [, seen shard, seen value]. Returns 1/0 per URL (added or raised).
+# ARGV: prefix, max_size, window, dedup ('1' = add_new), then per URL: host, its registered
+# domain, fp, score, body [, seen shard, seen value]. Returns 1/0 per URL (added or raised).
 PUSH = PRELUDE + r"""
-local max_size = tonumber(ARGV[2])
-local dedup = ARGV[3] == '1'
+set_limits(ARGV[2], ARGV[3])
+local dedup = ARGV[4] == '1'
 local step = 5
 if dedup then step = 7 end
 local results = {}
-for i = 4, #ARGV, step do
+for i = 5, #ARGV, step do
   local host, fp, score, body = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   if ARGV[i + 1] ~= host then redis.call('HSETNX', DOMAIN, host, ARGV[i + 1]) end
   local added = 0
   if not dedup then
-    added = enqueue(host, fp, score, body, nil, max_size)
+    added = enqueue(host, fp, score, body, nil)
   elseif redis.call('SADD', P .. 'seen:' .. ARGV[i + 5], ARGV[i + 6]) == 1 then
     redis.call('INCR', SEEN_COUNT)
-    added = enqueue(host, fp, score, body, nil, max_size)
-  elseif redis.call('HEXISTS', TASK, fp) == 1 then
-    added = enqueue(host, fp, score, body, nil, max_size)
+    added = enqueue(host, fp, score, body, nil)
+  elseif redis.call('HEXISTS', tkey(host), fp) == 1 then
+    added = enqueue(host, fp, score, body, nil)
   end
   results[#results + 1] = added
 end
@@ -292,11 +351,12 @@ if new > 0 then redis.call('INCRBY', SEEN_COUNT, new) end
 return new
 """
 
-# ARGV: prefix, now, lease seconds, min priority ('' = any), domain diversity, slack. Returns
-# {json, token} or nil (nil too when the best ready URL is below the min priority: then every
-# ready URL is).
+# ARGV: prefix, now, lease seconds, min priority ('' = any), domain diversity, slack, max_size,
+# window. Returns {json, token} or nil (nil too when the best ready URL is below the min
+# priority: then every ready URL is).
 POP = PRELUDE + r"""
 local now = tonumber(ARGV[2])
+set_limits(ARGV[7], ARGV[8])
 promote(now)
 local stored, token = pop_one(now, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
                               tonumber(ARGV[6]))
@@ -304,40 +364,56 @@ if not stored then return false end
 return {string.sub(stored, 7), token}
 """
 
-# One dispatcher round of a crawl (``RedisFrontier.dispatch``). ARGV: prefix, now, lease
-# seconds, counters key, config key, config sha1, max pages, max in flight, priority slack, low
-# slots, reap batch (0 = no reap), reap delay, max size, active crawls set, crawl id, low share
-# (low pops at most this share of all pops: P .. 'started' and 'low_started' count them),
-# domain diversity, diversity slack (each pop follows ``pick_ready``'s rule, as ``POP``), low
-# after idle (seconds without a pop after which a low one may go anyway: P .. 'last_start').
-# Returns
-# {-1} when the crawl is no longer active, {0} when its config is gone or changed (nothing done
-# in either case), else {1, fetched, in flight, queued, reaped, seconds until the next
-# sleeping host wakes ('' = none), then json, token per leased URL}. The pops follow the
+# ARGV: prefix, now. The best ready priority (as a string) after promoting the hosts whose
+# delay has passed, nil if no host is ready (``ShardedFrontier.pop`` compares shards by it).
+READY_BEST = PRELUDE + r"""
+promote(tonumber(ARGV[2]))
+return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or false
+"""
+
+# Indexes of DISPATCH's arguments, named (``Dispatcher._dispatch`` builds them in this order).
+DISPATCH_ARGS = (
+    "prefix", "now", "lease_seconds", "counters", "state", "config_sha1", "max_pages",
+    "max_in_flight", "priority_slack", "low_slots", "reap_batch", "reap_delay", "max_size",
+    "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle")
+
+# One dispatcher round of one shard of a crawl (``Dispatcher``); arguments as DISPATCH_ARGS:
+# counters = the shard's counters hash, state = the shard's state hash (``active``, ``sha1`` of
+# the crawl's config), reap batch 0 = no reap, elsewhere = pages fetched or in flight in the
+# crawl's other shards (the page budget is the crawl's), low share: low pops at most this share
+# of all pops (P .. 'started' and 'low_started' count them), domain diversity and its slack (each
+# pop follows ``pick_ready``'s rule, as ``POP``), low after idle (seconds without a pop after
+# which a low one may go anyway: P .. 'last_start'). Returns {-1} when the crawl is no longer
+# active, {0} when its config changed (nothing done in either case), else {1, fetched, in
+# flight, queued, reaped, seconds until the next sleeping host wakes ('' = none), hosts with
+# spilled URLs, hosts due a refill, then json, token per leased URL}. The pops follow the
 # low-priority slots rule as ``Dispatcher`` documents it, with the bound taken once per round.
-DISPATCH = PRELUDE + r"""
-local now, lease_seconds = tonumber(ARGV[2]), tonumber(ARGV[3])
-if redis.call('SISMEMBER', ARGV[14], ARGV[15]) == 0 then return {-1} end
-local raw = redis.call('GET', ARGV[5])
-if not raw or redis.sha1hex(raw) ~= ARGV[6] then return {0} end
+_DISPATCH_NAMES = ", ".join(f"'{name}'" for name in DISPATCH_ARGS)
+DISPATCH = PRELUDE + f"local DISPATCH_ARGS = {{{_DISPATCH_NAMES}}}\n" + r"""
+local A = {}
+for i, name in ipairs(DISPATCH_ARGS) do A[name] = ARGV[i] end
+local now, lease_seconds = tonumber(A.now), tonumber(A.lease_seconds)
+if redis.call('HGET', A.state, 'active') ~= '1' then return {-1} end
+if redis.call('HGET', A.state, 'sha1') ~= A.config_sha1 then return {0} end
+set_limits(A.max_size, A.window)
 redis.call('DEL', WAKE)
 local reaped = 0
-if tonumber(ARGV[11]) > 0 then
-  reaped = reap_due(now, tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[11]))
+if tonumber(A.reap_batch) > 0 then
+  reaped = reap_due(now, tonumber(A.reap_delay), tonumber(A.reap_batch))
 end
-local fetched = tonumber(redis.call('HGET', ARGV[4], 'fetched') or '0')
+local fetched = tonumber(redis.call('HGET', A.counters, 'fetched') or '0')
 local in_flight = redis.call('HLEN', LEASE)
-local budget = tonumber(ARGV[7]) - fetched - in_flight
-local max_in_flight, low_slots = tonumber(ARGV[8]), tonumber(ARGV[10])
+local budget = tonumber(A.max_pages) - fetched - in_flight - tonumber(A.elsewhere)
+local max_in_flight, low_slots = tonumber(A.max_in_flight), tonumber(A.low_slots)
 local best, low_below, low_in_flight = best_priority(), nil, 0
-local low_share = tonumber(ARGV[16])
-local diversity, slack = tonumber(ARGV[17]), tonumber(ARGV[18])
-local low_after_idle = tonumber(ARGV[19])
+local low_share = tonumber(A.low_share)
+local diversity, slack = tonumber(A.diversity), tonumber(A.diversity_slack)
+local low_after_idle = tonumber(A.low_after_idle)
 local started = tonumber(redis.call('GET', P .. 'started') or '0')
 local low_started = tonumber(redis.call('GET', P .. 'low_started') or '0')
 local last_start = tonumber(redis.call('GET', P .. 'last_start') or '0')
 if best then
-  low_below = tonumber(ARGV[9]) * tonumber(best)
+  low_below = tonumber(A.priority_slack) * tonumber(best)
   low_in_flight = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf',
                              '(' .. string.format('%.17g', low_below))
 end
@@ -365,37 +441,101 @@ end
 local ready_in = ''
 local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')
 if first[1] then ready_in = string.format('%.17g', math.max(0, tonumber(first[2]) - now)) end
-local reply = {1, fetched, in_flight, redis.call('HLEN', TASK), reaped, ready_in}
+local queued = tonumber(redis.call('GET', QUEUED) or '0')
+local reply = {1, fetched, in_flight, queued, reaped, ready_in, redis.call('HLEN', SPILL),
+               redis.call('ZCOUNT', REFILL, '-inf', now)}
 for _, item in ipairs(out) do reply[#reply + 1] = item end
 return reply
 """
 
 # ARGV: prefix, now, fp, token ('' = any), seconds until the host is ready, requeue ('1'/'0'),
-# max_size, counters key ('' = none), the task's JSON to queue again ('' = as leased), then pairs
-# (counter, delta). Returns {0} if the lease is
-# gone (reaped) or belongs to a later pop: nothing is done, the counters are left alone too
-# (the live lease's holder counts the URL). Else the lease ends, the deltas are added and a
-# token is left in WAKE for the dispatcher: {1, the new value of each counter}.
+# max_size, window, counters key ('' = none), the task's JSON to queue again ('' = as leased),
+# then pairs (counter, delta). Returns {0} if the lease is gone (reaped) or belongs to a later
+# pop: nothing is done, the counters are left alone too (the live lease's holder counts the
+# URL). Else the lease ends, the deltas are added and a token is left in WAKE for the
+# dispatcher: {1, the new value of each counter}.
 FINISH = PRELUDE + r"""
 local now = tonumber(ARGV[2])
 local v = redis.call('HGET', LEASE, ARGV[3])
 if not v then return {0} end
 local token = parse_lease(v)
 if ARGV[4] ~= '' and ARGV[4] ~= token then return {0} end
-end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, tonumber(ARGV[7]), ARGV[9])
+set_limits(ARGV[7], ARGV[8])
+end_lease(ARGV[3], v, ARGV[6] == '1', now + tonumber(ARGV[5]), now, ARGV[10])
 if redis.call('LLEN', WAKE) == 0 then redis.call('RPUSH', WAKE, '1') end
 local reply = {1}
-if ARGV[8] ~= '' then
-  for i = 10, #ARGV, 2 do
-    reply[#reply + 1] = redis.call('HINCRBY', ARGV[8], ARGV[i], ARGV[i + 1])
+if ARGV[9] ~= '' then
+  for i = 11, #ARGV, 2 do
+    reply[#reply + 1] = redis.call('HINCRBY', ARGV[9], ARGV[i], ARGV[i + 1])
   end
 end
 return reply
 """
 
-# ARGV: prefix, now, seconds until the host is ready, max_size, batch. Returns leases returned.
+# ARGV: prefix, now, seconds until the host is ready, max_size, window, batch. Returns leases
+# returned.
 REAP = PRELUDE + r"""
-return reap_due(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+set_limits(ARGV[4], ARGV[5])
+return reap_due(tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6]))
+"""
+
+# ARGV: prefix, now, claim seconds, how many hosts, max_size, window. Claims up to that many
+# hosts due a refill (their entries wait claim seconds before another claim: a refiller that
+# dies loses nothing) while the shard has room for a window more: {host, spilled count, ...}.
+REFILL_CLAIM = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+set_limits(ARGV[5], ARGV[6])
+local queued = tonumber(redis.call('GET', QUEUED) or '0')
+if queued + math.max(WINDOW, 1) > MAX_SIZE then return {} end
+local due = redis.call('ZRANGEBYSCORE', REFILL, '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+local reply = {}
+for _, host in ipairs(due) do
+  redis.call('ZADD', REFILL, now + tonumber(ARGV[3]), host)
+  reply[#reply + 1] = host
+  reply[#reply + 1] = redis.call('HGET', SPILL, host) or '0'
+end
+return reply
+"""
+
+# A refill of one host from the crawl database (``RedisFrontier.refill``). ARGV: prefix, now,
+# max_size, window, host, its registered domain, the spilled count its claim saw, complete ('1':
+# the database had no more queued URLs of the host than these), then per URL, best first: fp,
+# score, body. URLs are taken until the host's window is full; one leased or finished lately is
+# skipped (the database may not show its fetch yet). Then the host leaves the refill set, and
+# if every URL was taken and the database had no more, its spill count too, unless URLs spilled
+# since the claim (then it is due again). A refill that found only skipped URLs is due again in
+# REFILL_RETRY seconds. Returns how many were queued.
+REFILL_PUSH = PRELUDE + r"""
+local now = tonumber(ARGV[2])
+set_limits(ARGV[3], ARGV[4])
+local host = ARGV[5]
+local q, t = qkey(host), tkey(host)
+if ARGV[6] ~= host then redis.call('HSETNX', DOMAIN, host, ARGV[6]) end
+local room = math.huge
+if WINDOW > 0 then room = WINDOW - redis.call('ZCARD', q) end
+local queued, taken = 0, 0
+for i = 9, #ARGV, 3 do
+  if room <= 0 then break end
+  local fp = ARGV[i]
+  taken = taken + 1
+  if redis.call('HEXISTS', LEASE, fp) == 0 and not redis.call('ZSCORE', DONE, fp) then
+    if redis.call('HEXISTS', t, fp) == 0 then room = room - 1 end
+    queued = queued + enqueue(host, fp, ARGV[i + 1], ARGV[i + 2], nil)
+  end
+end
+redis.call('ZREM', REFILL, host)
+if ARGV[8] == '1' and taken == (#ARGV - 8) / 3 then
+  if (redis.call('HGET', SPILL, host) or '0') == ARGV[7] then
+    redis.call('HDEL', SPILL, host)
+  else
+    redis.call('ZADD', REFILL, 0, host)
+  end
+elseif queued == 0 then
+  redis.call('ZADD', REFILL, now + REFILL_RETRY, host)
+else
+  maybe_refill(host, q)
+end
+return queued
 """
 
 # ARGV: prefix, now. Seconds until some host is ready ('0' if one is), nil if none is waiting.
@@ -414,13 +554,12 @@ return best_priority() or false
 """
 
 # A worker's checks before a task, in one round trip (``CrawlRegistry.task_start``). ARGV:
-# prefix, fp, token ('' = any), config key, config sha1, hosts key, robots failures key, host,
-# new lease deadline ('' = keep it; the worker's heartbeat renews it from then on).
+# prefix, fp, token ('' = any), the shard's state key, config sha1, hosts key, robots failures
+# key, host, new lease deadline ('' = keep it; the worker's heartbeat renews it from then on).
 # Returns {0} if the config is gone or changed, else {1, 1 if the URL is leased (under that
 # token) else 0, pages fetched from host, robots.txt failures of host}.
 TASK_START = PRELUDE + r"""
-local raw = redis.call('GET', ARGV[4])
-if not raw or redis.sha1hex(raw) ~= ARGV[5] then return {0} end
+if redis.call('HGET', ARGV[4], 'sha1') ~= ARGV[5] then return {0} end
 local current = 0
 local v = redis.call('HGET', LEASE, ARGV[2])
 if v and (ARGV[3] == '' or ARGV[3] == parse_lease(v)) then

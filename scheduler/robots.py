@@ -70,6 +70,15 @@ class RobotsVerdict:
     sitemaps: tuple[str, ...] = ()  # its Sitemap: lines (only in the verdict that fetched it)
 
 
+class SharedRobots(Protocol):
+    """robots.txt answers shared by every process of a crawl, so a host's robots.txt is
+    fetched once per crawl rather than once per process."""
+
+    def get(self, origin: str) -> RobotsResponse | None: ...
+
+    def put(self, origin: str, response: RobotsResponse, ttl: float) -> None: ...
+
+
 @dataclass
 class _Entry:
     """What one host's robots.txt said, until ``expires_at`` (monotonic clock)."""
@@ -107,9 +116,11 @@ class RobotsCache:
     """Per-host robots.txt rules in an LRU of ``robots_cache_size`` hosts, each kept for
     ``robots_cache_ttl`` seconds (``robots_retry_after`` when unreachable)."""
 
-    def __init__(self, settings: Settings, fetch_robots: Callable[[str], RobotsResponse]) -> None:
+    def __init__(self, settings: Settings, fetch_robots: Callable[[str], RobotsResponse],
+                 shared: SharedRobots | None = None) -> None:
         self.settings = settings
         self.fetch_robots = fetch_robots
+        self.shared = shared  # other processes' answers (a cluster: ``redis_robots``)
         self.agent = agent_token(settings.user_agent)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}  # per-host locks while robots.txt loads
@@ -178,12 +189,12 @@ class RobotsCache:
             entry = self._cached(origin)  # another thread may have loaded it meanwhile
             if entry is not None:
                 return entry, False
-            entry = self._load(origin)
+            entry, fetched = self._load(origin)
             with self._lock:
                 self._store(origin, entry)
                 self._loading.pop(origin, None)
                 self._pending.pop(origin, None)
-        return entry, True
+        return entry, fetched
 
     def _cached(self, origin: str) -> _Entry | None:
         with self._lock:
@@ -203,13 +214,26 @@ class RobotsCache:
         while len(self._entries) > self.settings.robots_cache_size:
             self._entries.popitem(last=False)
 
-    def _load(self, origin: str) -> _Entry:
+    def _load(self, origin: str) -> tuple[_Entry, bool]:
+        """The host's entry from the shared answers, else fetched (and shared); whether it
+        was fetched."""
         robots_url = f"{origin}/robots.txt"
+        result = self.shared.get(origin) if self.shared is not None else None
+        if result is not None:
+            return self._entry(robots_url, result), False
         try:
             result = self.fetch_robots(robots_url)
         except Exception:  # fetch_robots should never raise; if it does, the host waits
             log.exception("fetching %s failed unexpectedly", robots_url)
-            return self._unreachable_entry(robots_url, "unexpected error")
+            return self._unreachable_entry(robots_url, "unexpected error"), True
+        entry = self._entry(robots_url, result)
+        if self.shared is not None:
+            ttl = (self.settings.robots_retry_after if entry.unreachable
+                   else self.settings.robots_cache_ttl)
+            self.shared.put(origin, result, ttl)
+        return entry, True
+
+    def _entry(self, robots_url: str, result: RobotsResponse) -> _Entry:
         if result.outcome is Outcome.OK:
             return self._parsed_entry(robots_url, result.text or "")
         if _is_unreachable(result):

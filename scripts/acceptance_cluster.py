@@ -127,7 +127,7 @@ def kill_worker(run_dir: Path, registry: CrawlRegistry) -> tuple[int, int]:
     upper bound on what the killed worker held)."""
     pid = int((run_dir / "worker1.pid").read_text().split()[0])
     os.killpg(pid, signal.SIGKILL)
-    leases = registry.client.hlen(registry.frontier_prefix(CRAWL_ID) + "lease")
+    leases = registry.frontier(CRAWL_ID).in_flight()
     return pid, int(leases)
 
 

@@ -198,3 +198,29 @@ def make_redis_frontier(redis_client, clock):
     for frontier in made:
         frontier.clear()
         assert list(redis_client.scan_iter(match=frontier.prefix + "*")) == []
+
+
+@pytest.fixture()
+def make_sharded_frontier(clock):
+    """``make(client, shards=3, **kwargs)``: a ShardedFrontier of ``shards`` RedisFrontier
+    shards on ``client`` (a plain Redis or a Redis Cluster), each under a private prefix with
+    its own hash tag, on the fake clock, domain diversity off unless asked for; every key is
+    deleted afterwards."""
+    from jlse.scheduler.redis_frontier import RedisFrontier
+    from jlse.scheduler.sharded_frontier import ShardedFrontier
+
+    made: list = []
+
+    def make(client, shards: int = 3, **kwargs) -> ShardedFrontier:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("diversity", 1)
+        tag = uuid.uuid4().hex
+        frontier = ShardedFrontier([RedisFrontier(client, f"jlse:test:{{{tag}.{i}}}:", **kwargs)
+                                    for i in range(shards)])
+        made.append(frontier)
+        return frontier
+
+    yield make
+    for frontier in made:
+        frontier.clear()
+        assert frontier.stats()["queued"] == 0

@@ -65,19 +65,18 @@ def lost_urls(store_url: str, client, prefix: str, crawl_id: str) -> list[str]:
     Redis frontier (queued or leased) under key prefix ``prefix``."""
     from jlse.records import LinkStatus
     from jlse.scheduler.crawl_registry import CrawlRegistry
-    from jlse.scheduler.redis_frontier import fingerprint
     from jlse.scheduler.store import open_store
 
-    frontier = CrawlRegistry(client, prefix).frontier_prefix(crawl_id)
-    in_frontier = set(client.hkeys(frontier + "task")) | set(client.hkeys(frontier + "lease"))
+    frontier = CrawlRegistry(client, prefix).frontier(crawl_id)
     lost = []
     with open_store(store_url) as store:
+        stranded = set(frontier.stranded(store))
         for link in store.iter_links():
             if link.status in (LinkStatus.FETCHED, LinkStatus.REJECTED):
                 continue
             if link.status is not LinkStatus.QUEUED:
                 lost.append(f"{link.url} ({link.status.value})")
-            elif fingerprint(link.url) not in in_frontier and not _parent_pending(store, link):
+            elif link.url in stranded and not _parent_pending(store, link):
                 lost.append(f"{link.url} (queued, not in the frontier)")
     return lost
 

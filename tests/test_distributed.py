@@ -26,7 +26,6 @@ from prometheus_scrape import free_port, scrape, total
 from jlse.records import LinkStatus
 from jlse.run import run_crawl
 from jlse.scheduler.crawl_registry import CrawlRegistry
-from jlse.scheduler.redis_frontier import fingerprint
 from jlse.scheduler.store import open_store
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -188,11 +187,11 @@ def _wait_fetched(redis_client, crawl_id: str, at_least: int, proc: subprocess.P
 
 def _queued_urls_lost(store_url: str, redis_client, crawl_id: str) -> list[str]:
     """Queued URLs of the crawl database that the Redis frontier neither queues nor leases."""
-    prefix = CrawlRegistry(redis_client, PREFIX).frontier_prefix(crawl_id)
-    known = set(redis_client.hkeys(prefix + "task")) | set(redis_client.hkeys(prefix + "lease"))
+    frontier = CrawlRegistry(redis_client, PREFIX).frontier(crawl_id)
     with open_store(store_url) as store:
-        return [link.url for link in store.iter_links(LinkStatus.QUEUED)
-                if fingerprint(link.url) not in known and not _parent_pending(store, link)]
+        stranded = frontier.stranded(store)
+        return [url for url in stranded
+                if not _parent_pending(store, store.get_link(store.get_link_id(url)))]
 
 
 def _parent_pending(store, link) -> bool:

@@ -21,18 +21,35 @@ from jlse.records import CrawlTask
 from jlse.scheduler.frontier import Frontier, LocalFrontier
 
 
-@pytest.fixture(params=["local", "redis"])
-def make(request, clock):
-    """``make(max_size=, diversity=, slack=, delay=)``: a frontier of the parameter's kind on
-    the fake clock; domain diversity off unless asked for."""
+def _builder(request, clock):
     def build(max_size: int = 100_000, diversity: int = 1, slack: float = 0.5,
               delay: float = 0.0) -> Frontier:
         if request.param == "local":
             return LocalFrontier(max_size, diversity, slack, delay=delay, clock=clock)
-        return request.getfixturevalue("make_redis_frontier")(
-            max_size=max_size, diversity=diversity, slack=slack, default_delay=delay)
+        limits = {"max_size": max_size, "diversity": diversity, "slack": slack,
+                  "default_delay": delay}
+        if request.param == "redis":
+            return request.getfixturevalue("make_redis_frontier")(**limits)
+        client = request.getfixturevalue("redis_client")
+        return request.getfixturevalue("make_sharded_frontier")(client, 3, **limits)
 
     return build
+
+
+@pytest.fixture(params=["local", "redis", "sharded"])
+def make(request, clock):
+    """``make(max_size=, diversity=, slack=, delay=)``: a frontier of the parameter's kind on
+    the fake clock; domain diversity off unless asked for. "sharded" is the crawl's frontier
+    over 3 shards (``ShardedFrontier``): the tests below hold for it too, except the bounds
+    and domain diversity, which are per shard (``make_whole``)."""
+    return _builder(request, clock)
+
+
+@pytest.fixture(params=["local", "redis"])
+def make_whole(request, clock):
+    """``make`` for the rules that span a whole frontier: the bound (``max_size``) and domain
+    diversity. In a sharded frontier both hold within each shard (``test_sharded_frontier``)."""
+    return _builder(request, clock)
 
 
 def task(url: str, priority: float = 1.0, url_id: int = 0, **extra) -> CrawlTask:
@@ -116,8 +133,8 @@ def test_add_discovered_queues_new_urls_and_only_raises_queued_ones(make):
 
 # -- bounds and eviction ----------------------------------------------------------------------
 
-def test_a_full_frontier_evicts_the_lowest(make):
-    frontier = make(max_size=3)
+def test_a_full_frontier_evicts_the_lowest(make_whole):
+    frontier = make_whole(max_size=3)
     for i, priority in enumerate([0.5, 0.1, 0.7, 0.3]):
         assert frontier.push(task(f"http://{'abc'[i % 3]}.test/{i}", priority))
     assert len(frontier) == 3
@@ -125,8 +142,8 @@ def test_a_full_frontier_evicts_the_lowest(make):
 
 
 @pytest.mark.parametrize("hosts", ["abc", "aaa"])
-def test_eviction_ties_evict_the_latest_discovered(make, hosts):
-    frontier = make(max_size=2)
+def test_eviction_ties_evict_the_latest_discovered(make_whole, hosts):
+    frontier = make_whole(max_size=2)
     priorities = zip(hosts, [0.2, 0.2, 0.9], strict=True)
     flags = frontier.push_many([task(f"http://{host}.test/{i}", p)
                                 for i, (host, p) in enumerate(priorities)])
@@ -134,15 +151,15 @@ def test_eviction_ties_evict_the_latest_discovered(make, hosts):
     assert urls(drain(frontier)) == [f"http://{hosts[2]}.test/2", f"http://{hosts[0]}.test/0"]
 
 
-def test_a_url_below_everything_in_a_full_frontier_is_evicted_itself(make):
-    frontier = make(max_size=2)
+def test_a_url_below_everything_in_a_full_frontier_is_evicted_itself(make_whole):
+    frontier = make_whole(max_size=2)
     frontier.push_many([task("http://a.test/", 0.5), task("http://b.test/", 0.6)])
     assert frontier.push(task("http://c.test/", 0.1))  # queued, then evicted at once
     assert urls(drain(frontier)) == ["http://b.test/", "http://a.test/"]
 
 
-def test_raising_a_queued_url_evicts_nothing(make):
-    frontier = make(max_size=2)
+def test_raising_a_queued_url_evicts_nothing(make_whole):
+    frontier = make_whole(max_size=2)
     frontier.push_many([task("http://a.test/", 0.2), task("http://b.test/", 0.3)])
     assert frontier.push(task("http://a.test/", 0.9))
     assert urls(drain(frontier)) == ["http://a.test/", "http://b.test/"]
@@ -271,7 +288,8 @@ def test_requeue_waits_at_least_the_politeness_delay(make, clock):
 def test_finish_adds_deltas_to_the_counters(make):
     frontier = make()
     assert frontier.counters() == {}
-    frontier.push_many([task("http://a.test/1"), task("http://b.test/1")])
+    # two hosts of one registered domain: one shard, so finish sees one set of counters
+    frontier.push_many([task("http://x.a.test/1"), task("http://y.a.test/1")])
     first, second = frontier.pop(), frontier.pop()
     assert frontier.finish(first, deltas={"fetched": 1, "targets": 0, "relevant": 2}) == \
         (True, {"fetched": 1, "relevant": 2})  # zero deltas are left out
@@ -359,30 +377,30 @@ def test_nan_priorities_are_refused(make):
 
 # -- domain diversity (soft) --------------------------------------------------------------------
 
-def test_diversity_prefers_other_hosts_but_never_stalls(make):
-    frontier = make(diversity=3)
+def test_diversity_prefers_other_hosts_but_never_stalls(make_whole):
+    frontier = make_whole(diversity=3)
     frontier.push_many([task(f"http://a.test/{i}", 0.9) for i in range(3)])
     frontier.push(task("http://b.test/0", 0.5))  # at least slack x 0.9
     assert urls(drain(frontier)) == ["http://a.test/0", "http://b.test/0",  # b jumps ahead once
                                      "http://a.test/1", "http://a.test/2"]  # then a again
 
 
-def test_diversity_never_trades_a_good_url_for_a_far_worse_one(make):
-    frontier = make(diversity=3, slack=0.5)
+def test_diversity_never_trades_a_good_url_for_a_far_worse_one(make_whole):
+    frontier = make_whole(diversity=3, slack=0.5)
     frontier.push_many([task(f"http://a.test/{i}", 0.9) for i in range(3)])
     frontier.push(task("http://b.test/0", 0.1))  # below 0.5 x 0.9
     assert urls(drain(frontier)) == [f"http://a.test/{i}" for i in range(3)] + ["http://b.test/0"]
 
 
-def test_diversity_slack_zero_is_the_strict_rule(make):
-    frontier = make(diversity=3, slack=0.0)
+def test_diversity_slack_zero_is_the_strict_rule(make_whole):
+    frontier = make_whole(diversity=3, slack=0.0)
     frontier.push_many([task(f"http://a.test/{i}", 0.9) for i in range(3)])
     frontier.push(task("http://b.test/0", 0.1))
     assert urls(drain(frontier))[:2] == ["http://a.test/0", "http://b.test/0"]
 
 
-def test_diversity_window_is_the_last_k_minus_1_hosts(make):
-    frontier = make(diversity=3)
+def test_diversity_window_is_the_last_k_minus_1_hosts(make_whole):
+    frontier = make_whole(diversity=3)
     frontier.push_many([task(f"http://a.test/{i}", 0.9) for i in range(4)])
     frontier.push_many([task(f"http://{host}.test/", 0.8) for host in "bcd"])
     # any 3 consecutive pops come from 3 hosts while other hosts have URLs
@@ -391,8 +409,8 @@ def test_diversity_window_is_the_last_k_minus_1_hosts(make):
         "http://d.test/", "http://a.test/2", "http://a.test/3"]
 
 
-def test_diversity_considers_ready_hosts_only(make):
-    frontier = make(diversity=3)
+def test_diversity_considers_ready_hosts_only(make_whole):
+    frontier = make_whole(diversity=3)
     frontier.push_many([task("http://a.test/0", 0.9), task("http://a.test/1", 0.9),
                         task("http://b.test/0", 0.8), task("http://b.test/1", 0.8)])
     assert frontier.finish(frontier.pop())[0]  # a.test/0
@@ -400,8 +418,8 @@ def test_diversity_considers_ready_hosts_only(make):
     assert frontier.pop().url == "http://a.test/1"  # a.test was popped lately, but is ready
 
 
-def test_diversity_honours_min_priority(make):
-    frontier = make(diversity=3, slack=0.5)
+def test_diversity_honours_min_priority(make_whole):
+    frontier = make_whole(diversity=3, slack=0.5)
     frontier.push_many([task("http://a.test/0", 0.9), task("http://a.test/1", 0.9),
                         task("http://b.test/0", 0.5)])
     assert frontier.finish(frontier.pop())[0]
@@ -409,8 +427,8 @@ def test_diversity_honours_min_priority(make):
     assert got is not None and got.url == "http://a.test/1"
 
 
-def test_diversity_one_is_off(make):
-    frontier = make(diversity=1, slack=0.0)
+def test_diversity_one_is_off(make_whole):
+    frontier = make_whole(diversity=1, slack=0.0)
     frontier.push_many([task(f"http://a.test/{i}", 0.9) for i in range(2)])
     frontier.push(task("http://b.test/0", 0.8))
     assert urls(drain(frontier)) == ["http://a.test/0", "http://a.test/1", "http://b.test/0"]

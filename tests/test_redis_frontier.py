@@ -24,6 +24,7 @@ from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatcher import Dispatcher
 from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, fingerprint, task_json
+from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.settings import Settings, apply_overrides
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -127,7 +128,7 @@ def test_add_new_dedups_by_fingerprint(make_redis_frontier):
     assert frontier.add_new([task(y, 0.9)]) == [False]  # fetched: never queued again
     assert len(frontier) == 1
     assert frontier.stats() == {"queued": 1, "in_flight": 0, "hosts": 1, "evicted": 0,
-                                "seen": 2}
+                                "seen": 2, "spilled_hosts": 0}
     assert len(fingerprint(x)) == 8
 
 
@@ -302,7 +303,7 @@ def registry(redis_client):
         redis_client.unlink(*keys)
 
 
-def _register(registry: CrawlRegistry, **values) -> RedisFrontier:
+def _register(registry: CrawlRegistry, **values) -> ShardedFrontier:
     settings = apply_overrides(Settings(), {"max_outstanding": 4, "politeness_delay": 0.0,
                                             "max_pages": 100, **values}, source="test")
     registry.register("c1", {"crawl_id": "c1", "settings": settings.to_dict(),
@@ -311,7 +312,7 @@ def _register(registry: CrawlRegistry, **values) -> RedisFrontier:
     return registry.frontier("c1")
 
 
-def _count(frontier: RedisFrontier, registry: CrawlRegistry, sent: dict) -> bool:
+def _count(frontier: ShardedFrontier, registry: CrawlRegistry, sent: dict) -> bool:
     """A worker finishing a sent task: fetched + 1, then the lease ends."""
     live, counters = frontier.finish(LeasedTask.from_dict(sent),
                                      deltas={"fetched": 1, "relevant": 0})
@@ -344,8 +345,9 @@ def test_dispatch_round_reaps_and_follows_a_new_registration(registry):
     sent: list[dict] = []
     dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append(t))
     assert dispatcher.serve("c1")[0] == 1
-    registry.client.zadd(frontier.prefix + "deadline", {fingerprint(sent[0]["url"]): 0})
-    dispatcher._crawls["c1"].last_reap = -1e9  # a reap is due
+    registry.client.zadd(frontier.shards[0].prefix + "deadline",
+                         {fingerprint(sent[0]["url"]): 0})
+    dispatcher._crawls["c1"].shards[0].last_reap = -1e9  # a reap is due
     assert dispatcher.serve("c1")[0] == 1  # reaped, and the same URL leased again
     assert sent[1]["url"] == sent[0]["url"] and sent[1]["lease"] != sent[0]["lease"]
     assert not frontier.lease_current(LeasedTask.from_dict(sent[0]))
@@ -378,13 +380,13 @@ def test_acks_wake_a_waiting_dispatcher(registry):
     assert time.monotonic() - started >= 0.25
     for item in sent:
         assert frontier.ack(LeasedTask.from_dict(item))
-    assert registry.client.llen(frontier.wake_key) == 1  # one token, however many acks
+    assert registry.client.llen(frontier.shards[0].wake_key) == 1  # one token, however many acks
     started = time.monotonic()
     dispatcher.wait(5.0)
     assert time.monotonic() - started < 1.0
     frontier.push(task("http://a.test/2"))
     dispatcher.serve("c1")
-    assert registry.client.llen(frontier.wake_key) == 0  # a round takes the news in
+    assert registry.client.llen(frontier.shards[0].wake_key) == 0  # a round takes the news in
 
 
 

@@ -6,7 +6,7 @@ task runs the engine's checks before a fetch (on the figures ``CrawlRegistry.tas
 in one round trip), the per-page pipeline and the result writer: the same
 ``jlse.workers.engine`` code as the embedded crawl. What differs comes from sharing the crawl
 between machines: per-host page counts and robots.txt failures live in Redis
-(``RedisHostLedger``); the robots.txt cache is per process; a task whose lease is no longer the
+(``RedisHostLedger``); robots.txt answers are shared through Redis (``redis_robots``); a task whose lease is no longer the
 live one is dropped, and one whose URL is already written is only acknowledged.
 
 Round trips per page: Redis 4 (the checks before the task in one script, host counts, new
@@ -39,6 +39,7 @@ from jlse.scheduler.crawl_registry import (
     worker_store_url,
 )
 from jlse.scheduler.redis_frontier import LeasedTask
+from jlse.scheduler.redis_robots import RedisRobotsStore
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
 from jlse.workers.engine import CrawlEngine, build_engine, redis_backends, refusal
@@ -90,8 +91,11 @@ class CrawlContext:
         on_targets = self._maybe_learn if strategy.learns == "qtable" else None
         # WARC files too are per machine (default: next to the page repository, or ./warc)
         warc_dir = os.environ.get("JLSE_WARC_DIR") or (None if pages_dir else "warc")
+        robots = RedisRobotsStore(self.registry.client, self.registry.prefix(self.crawl_id),
+                                  self.crawl_id, settings.frontier_shards)
         return build_engine(settings, self.store, self.frontier, self.ledger, strategy, model,
-                            pages_dir, on_targets=on_targets, warc_dir=warc_dir)
+                            pages_dir, on_targets=on_targets, warc_dir=warc_dir,
+                            shared_robots=robots)
 
     def close(self) -> None:
         if "engine" in self.__dict__:
@@ -107,7 +111,8 @@ class CrawlContext:
         settings = self.settings
         hold = min(settings.worker_lease_seconds, settings.lease_seconds)
         return self.registry.task_start(self.crawl_id, self.config_sha1, task,
-                                        deadline=self.frontier.now() + hold)
+                                        deadline=self.frontier.now() + hold,
+                                        shards=settings.frontier_shards)
 
     def process(self, task: LeasedTask, start: TaskStart) -> str:
         """Fetch and write one leased URL; a word saying what became of it."""
@@ -129,7 +134,18 @@ class CrawlContext:
         return engine.write(result)
 
     def _maybe_learn(self, targets: int) -> None:
-        if self.registry.claim_learning(self.crawl_id, targets, self.settings.cf):
+        """``targets``: the results of one shard so far. With one shard, a learning round per
+        ``cf`` of them; with n, each shard adds its results to the crawl's count by steps of
+        ``cf / n`` (one write per step, not per page) and the round is claimed on that."""
+        settings = self.settings
+        shards = settings.frontier_shards
+        if shards == 1:
+            claimed = self.registry.claim_learning(self.crawl_id, targets, settings.cf)
+        else:
+            step = max(1, settings.cf // shards)
+            claimed = targets % step == 0 and \
+                self.registry.claim_learning_step(self.crawl_id, step, settings.cf)
+        if claimed:
             from jlse.workers.celery_app import LEARN_QUEUE, app
 
             app.send_task("jlse.learn", args=[self.crawl_id], queue=LEARN_QUEUE)
@@ -140,6 +156,12 @@ class CrawlContext:
         if version != self._reported_version:
             self.registry.note_worker(self.crawl_id, self.worker_name, version)
             self._reported_version = version
+
+    def refill(self, shard: int) -> int:
+        """Bring back spilled URLs of the shard's hosts due a refill (``jlse.refill``)."""
+        frontier = self.registry.shard_frontier(self.crawl_id, shard, self.settings)
+        with self.store.autocommit():
+            return frontier.refill(self.store)
 
     # --- learning ------------------------------------------------------------------------
     def learn(self) -> int:
@@ -215,6 +237,18 @@ def process_task(crawl_id: str, task: dict[str, Any]) -> str:
     except UntrustedConfig as exc:  # the lease runs out: the URL is not lost
         _log_refusal(crawl_id, exc)
         return "refused"
+    except StoreError:
+        drop_context(crawl_id)
+        raise
+
+
+def refill_shard(crawl_id: str, shard: int) -> int:
+    """The ``jlse.refill`` task body: spilled URLs of one shard back into Redis."""
+    try:
+        return get_context(crawl_id).refill(shard)
+    except UntrustedConfig as exc:
+        _log_refusal(crawl_id, exc)
+        return 0
     except StoreError:
         drop_context(crawl_id)
         raise

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 import redis
 
 from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError, settings_from_config
-from jlse.scheduler.redis_frontier import RedisFrontier
+from jlse.scheduler.sharded_frontier import ShardedFrontier
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class LeaseKeeper:
         self.held = held
         self.clock = clock
         self._seconds: dict[str, tuple[float, float | None]] = {}  # crawl -> (read at, seconds)
-        self._frontiers: dict[str, RedisFrontier] = {}
+        self._frontiers: dict[str, ShardedFrontier] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
@@ -76,7 +76,7 @@ class LeaseKeeper:
                 renewed += self._frontier(crawl_id).renew(leases, seconds)
         return renewed
 
-    def _frontier(self, crawl_id: str) -> RedisFrontier:
+    def _frontier(self, crawl_id: str) -> ShardedFrontier:
         frontier = self._frontiers.get(crawl_id)
         if frontier is None:
             frontier = self._frontiers[crawl_id] = self.registry.frontier(crawl_id)

@@ -23,6 +23,14 @@ def fetch(crawl_id: str, task: dict) -> str:
     return process_task(crawl_id, task)
 
 
+@app.task(name="jlse.refill", queue="fetch", **_RETRY)
+def refill(crawl_id: str, shard: int) -> int:
+    """Bring back URLs of one frontier shard that wait in the crawl database; how many."""
+    from jlse.workers.distributed import refill_shard
+
+    return refill_shard(crawl_id, shard)
+
+
 @app.task(name="jlse.learn", queue="learn", **_RETRY)
 def learn(crawl_id: str) -> int:
     """Learn a Q-table from the crawl database and publish it; the version (0 if none)."""

@@ -103,6 +103,11 @@ class CrawlStore(ABC):
         """Links ordered by id, read ``batch`` rows at a time (never all at once)."""
 
     @abstractmethod
+    def queued_links_of_host(self, host: str, limit: int) -> list[StoredLink]:
+        """Up to ``limit`` queued links of ``host``, highest priority first (a frontier's
+        refill of URLs it spilled)."""
+
+    @abstractmethod
     def iter_urls(self) -> Iterator[str]:
         """Every URL of the LinkTable, read in batches."""
 

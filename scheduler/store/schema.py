@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS links (
 CREATE INDEX IF NOT EXISTS links_status_idx ON links (status, id);
 CREATE INDEX IF NOT EXISTS links_parent_idx ON links (parent_id);
 CREATE INDEX IF NOT EXISTS links_host_idx ON links (host);
+CREATE INDEX IF NOT EXISTS links_queued_host_idx ON links (host, priority DESC)
+    WHERE status = 'queued';
 CREATE TABLE IF NOT EXISTS results (
     id {id_pk},
     url_id {ref} NOT NULL UNIQUE REFERENCES links (id),

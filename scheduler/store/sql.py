@@ -294,6 +294,14 @@ class SqlCrawlStore(CrawlStore):
         for row in self._paged(select, conditions, params, batch, "iter_links"):
             yield row_to_link(row)
 
+    def queued_links_of_host(self, host: str, limit: int) -> list[StoredLink]:
+        sql = (f"SELECT {LINK_COLUMNS} FROM links l WHERE l.host = ? AND l.status = ? "
+               "ORDER BY l.priority DESC, l.id LIMIT ?")
+        params = (host, LinkStatus.QUEUED.value, limit)
+        rows = self._run(lambda cur: self._fetchall(cur, sql, params), "queued_links_of_host",
+                         write=False)
+        return [row_to_link(row) for row in rows]
+
     def iter_urls(self) -> Iterator[str]:
         for row in self._paged("SELECT l.id, l.url FROM links l", [], (), 5000, "iter_urls"):
             yield row[1]

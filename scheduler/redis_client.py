@@ -1,0 +1,68 @@
+"""Redis clients for the frontier: one plain Redis or a Redis Cluster, chosen by the URL.
+
+``redis://host:port/db`` (or ``rediss://``) is one Redis server; ``redis+cluster://host:port``
+(``rediss+cluster://`` with TLS) is a Redis Cluster reached through any of its nodes. The
+frontier's code is the same on both: every Lua script declares its key and touches one slot
+(``scheduler.shards``). What differs is handled here: a cluster cannot delete keys of several
+slots in one command, nor run scripts in a pipeline.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+DELETE_BATCH = 1000
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
+
+
+def connect(url: str) -> Any:
+    """A binary-safe client (models and Q-tables are bytes) of the Redis or cluster at ``url``."""
+    scheme, _, rest = url.partition("://")
+    plain = CLUSTER_SCHEMES.get(scheme.lower())
+    if plain is not None:
+        return RedisCluster.from_url(f"{plain}://{rest}", socket_connect_timeout=5)
+    return redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+
+
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def delete_keys(client: Any, keys: Iterable[bytes | str]) -> int:
+    """UNLINK ``keys`` in batches (one slot per command on a cluster); how many existed."""
+    if not is_cluster(client):
+        batch: list[bytes | str] = []
+        deleted = 0
+        for key in keys:
+            batch.append(key)
+            if len(batch) >= DELETE_BATCH:
+                deleted += client.unlink(*batch)
+                batch = []
+        return deleted + (client.unlink(*batch) if batch else 0)
+    by_slot: dict[int, list[bytes | str]] = defaultdict(list)
+    for key in keys:
+        by_slot[client.keyslot(key)].append(key)
+    return sum(client.unlink(*same[i:i + DELETE_BATCH])
+               for same in by_slot.values() for i in range(0, len(same), DELETE_BATCH))
+
+
+def scan_keys(client: Any, pattern: str) -> list[bytes]:
+    """Every key matching ``pattern`` (every master of a cluster)."""
+    if is_cluster(client):
+        return list(client.scan_iter(match=pattern, count=1000,
+                                     target_nodes=RedisCluster.PRIMARIES))
+    return list(client.scan_iter(match=pattern, count=1000))
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a SCAN pattern."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)

@@ -1,0 +1,208 @@
+"""A registered crawl over several frontier shards: the registry's per-shard state, the
+dispatcher's rounds (one script per shard, the page budget the crawl's), and robots.txt
+answers shared by every process. Real Redis under a private key prefix (``registry``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jlse.records import CrawlTask, Outcome
+from jlse.scheduler.crawl_registry import CrawlRegistry, RedisHostLedger
+from jlse.scheduler.dispatcher import Dispatcher, parse_shard_spec
+from jlse.scheduler.redis_frontier import LeasedTask
+from jlse.scheduler.redis_robots import RedisRobotsStore, decode, encode
+from jlse.scheduler.robots import RobotsCache
+from jlse.scheduler.sharded_frontier import ShardedFrontier
+from jlse.scheduler.shards import shard_of
+from jlse.settings import Settings, apply_overrides
+
+SHARDS = 3
+
+
+def _register(registry: CrawlRegistry, crawl: str = "s1", **values) -> ShardedFrontier:
+    settings = apply_overrides(Settings(), {"max_outstanding": 6, "politeness_delay": 0.0,
+                                            "max_pages": 100, "frontier_shards": SHARDS,
+                                            "domain_diversity": 1, **values}, source="test")
+    registry.register(crawl, {"crawl_id": crawl, "settings": settings.to_dict(),
+                              "status": "running", "reason": "",
+                              "max_pages": settings.max_pages}, None, {"fetched": 5})
+    return registry.frontier(crawl)
+
+
+def _sites(count: int) -> list[str]:
+    return [f"http://site{i}.test/" for i in range(count)]
+
+
+def test_registration_writes_every_shard_and_counters_sum(registry):
+    frontier = _register(registry)
+    assert len(frontier.shards) == SHARDS
+    for index, shard in enumerate(frontier.shards):
+        assert shard.prefix == registry.frontier_prefix("s1", index)
+        assert shard.prefix.startswith(registry.shard_prefix("s1", index))
+        state = registry.client.hgetall(registry.shard_prefix("s1", index) + "state")
+        assert state[b"active"] == b"1"
+    assert registry.counters("s1")["fetched"] == 5  # the resumed figure, in shard 0
+    registry.bump("s1", shard=2, fetched=3)
+    assert registry.counters("s1")["fetched"] == 8
+    registry.set_status("s1", "stopped", "test")
+    assert all(registry.client.hget(registry.shard_prefix("s1", index) + "state", "active")
+               == b"0" for index in range(SHARDS))
+    assert registry.active() == []
+    assert registry.clear("s1") > 0
+    assert registry.known() == []
+
+
+def test_the_host_ledger_keeps_hosts_and_domains_in_their_shard(registry):
+    _register(registry)
+    ledger = RedisHostLedger(registry, "s1")
+    assert ledger.shards == SHARDS
+    hosts = [f"h{i}.site{i}.test" for i in range(12)]
+    for host in hosts:
+        ledger.fetch_counts(host, [])
+    ledger.fetch_counts("x.site0.test", [])
+    counts = ledger.fetch_counts(None, hosts + ["@site0.test", "#site0.test", "other.test"])
+    assert counts["h0.site0.test"] == 1 and counts["other.test"] == 0
+    assert counts["@site0.test"] == 2 and counts["#site0.test"] == 2
+    shard = shard_of("site0.test", SHARDS)
+    key = registry.shard_prefix("s1", shard) + "hosts"
+    assert registry.client.hget(key, "@site0.test") == b"2"
+    assert ledger.note_robots_failure("h3.site3.test") == 1
+    assert ledger.robots_failures("h3.site3.test") == 1
+    registry.set_host_counts("s1", {"a.test": 4, "b.a.test": 1})
+    assert ledger.fetch_counts(None, ["a.test", "@a.test", "#a.test"]) == \
+        {"a.test": 4, "@a.test": 5, "#a.test": 2}
+
+
+def test_a_frontier_rebuild_keeps_the_shards_registration(registry):
+    """The frontier's keys are a part of the shard's: clearing them (``rebuild``) leaves the
+    shard's state, counters and host ledger alone."""
+    frontier = _register(registry)
+    registry.bump("s1", shard=1, fetched=2)
+    frontier.push_many([CrawlTask(url=url, url_id=i) for i, url in enumerate(_sites(10))])
+    frontier.clear()
+    assert len(frontier) == 0
+    assert registry.counters("s1")["fetched"] == 7
+    assert all(registry.client.hget(registry.shard_prefix("s1", index) + "state", "sha1")
+               for index in range(SHARDS))
+
+
+def test_task_start_reads_the_tasks_shard(registry):
+    frontier = _register(registry)
+    frontier.push_many([CrawlTask(url=url, url_id=i) for i, url in enumerate(_sites(10))])
+    got = frontier.pop()
+    digest = Dispatcher(registry, lambda *_: None)._crawl("s1").config_sha1
+    start = registry.task_start("s1", digest, got, shards=SHARDS)
+    assert start is not None and start.lease_current
+    assert registry.task_start("s1", "0" * 40, got, shards=SHARDS) is None  # another config
+
+
+@dataclass
+class Recorder:
+    sent: list
+
+    def __call__(self, crawl_id: str, task: dict) -> None:
+        self.sent.append(task)
+
+
+def test_one_dispatcher_serves_every_shard_within_the_crawls_budget(registry):
+    frontier = _register(registry, max_pages=12, max_outstanding=4)
+    frontier.push_many([CrawlTask(url=url, url_id=i, priority=1 - i / 100)
+                        for i, url in enumerate(_sites(40))])
+    recorder = Recorder([])
+    dispatcher = Dispatcher(registry, recorder)
+    assert dispatcher.serve("s1")[0] == 4  # max_outstanding is the crawl's, not per shard
+    assert {shard_of(t["url"].split("/")[2], SHARDS) for t in recorder.sent} != set()
+    while frontier.in_flight():
+        for item in list(recorder.sent):
+            frontier.finish(LeasedTask.from_dict(item), deltas={"fetched": 1})
+            recorder.sent.remove(item)
+        dispatcher.serve("s1")
+    assert registry.counters("s1")["fetched"] == 12  # the resumed 5 included
+    assert registry.config("s1")["status"] == "done"
+
+
+def test_dispatchers_split_the_shards_and_share_the_budget(registry):
+    frontier = _register(registry, max_pages=25, max_outstanding=30)
+    frontier.push_many([CrawlTask(url=url, url_id=i) for i, url in enumerate(_sites(60))])
+    sent = [Recorder([]) for _ in range(SHARDS)]
+    dispatchers = [Dispatcher(registry, sent[i], shard_spec=f"{i}/{SHARDS}")
+                   for i in range(SHARDS)]
+    for dispatcher in dispatchers:
+        dispatcher.serve("s1")
+    for index, recorder in enumerate(sent):
+        assert {shard_of(t["url"].split("/")[2], SHARDS) for t in recorder.sent} <= {index}
+    total = sum(len(recorder.sent) for recorder in sent)
+    assert total == 25 - 5  # the budget, less the 5 fetched before; none over it
+    for recorder in sent:
+        for item in recorder.sent:
+            frontier.finish(LeasedTask.from_dict(item), deltas={"fetched": 1})
+    for dispatcher in dispatchers:
+        dispatcher.serve("s1")
+    assert registry.config("s1")["reason"] == "page budget reached"
+
+
+def test_a_shard_spec_is_checked():
+    assert parse_shard_spec(None) == (0, 1) and parse_shard_spec("2/3") == (2, 3)
+    for bad in ("3/3", "x", "1/0", "-1/2"):
+        try:
+            parse_shard_spec(bad)
+        except ValueError as exc:
+            assert "--shard" in str(exc)
+        else:
+            raise AssertionError(bad)
+
+
+def test_a_shard_whose_hosts_spilled_gets_a_refill_task(registry):
+    frontier = _register(registry, host_window=2, max_outstanding=1)
+    frontier.push_many([CrawlTask(url=f"http://big.test/{i}", url_id=i) for i in range(6)])
+    refills: list[tuple[str, int]] = []
+    dispatcher = Dispatcher(registry, Recorder([]),
+                            send_refill=lambda crawl, shard: refills.append((crawl, shard)))
+    dispatcher.serve("s1")  # takes /0: the window is down to one, the host is due a refill
+    assert refills == [("s1", shard_of("big.test", SHARDS))]
+    dispatcher.serve("s1")
+    assert len(refills) == 1  # at most one per shard and REFILL_EVERY
+
+
+@dataclass
+class Answer:
+    outcome: Outcome
+    status_code: int | None
+    text: str | None
+    error: str = ""
+
+
+def test_robots_txt_is_fetched_once_for_every_process_of_a_crawl(registry):
+    _register(registry)
+    fetched: list[str] = []
+
+    def fetch(url: str) -> Answer:
+        fetched.append(url)
+        return Answer(Outcome.OK, 200, "User-agent: *\nDisallow: /private\nCrawl-delay: 2\n")
+
+    settings = Settings()
+    processes = [RobotsCache(settings, fetch, RedisRobotsStore(
+        registry.client, registry.prefix("s1"), "s1", SHARDS)) for _ in range(4)]
+    for cache in processes:
+        assert cache.check("http://site1.test/a").allowed
+        assert not cache.check("http://site1.test/private/x").allowed
+        assert cache.crawl_delay("site1.test") == 2.0
+    assert fetched == ["http://site1.test/robots.txt"]
+    assert processes[0].check("http://site1.test/").fetched is False
+
+
+def test_an_unreachable_robots_txt_is_shared_only_for_its_retry_time(registry):
+    store = RedisRobotsStore(registry.client, registry.prefix("s1"), "s1", SHARDS)
+    store.put("http://down.test", Answer(Outcome.TIMEOUT, None, None, "timed out"), 0.05)
+    assert store.get("http://down.test").outcome is Outcome.TIMEOUT
+    import time
+
+    time.sleep(0.1)
+    assert store.get("http://down.test") is None
+
+
+def test_stored_answers_round_trip_and_garbage_is_ignored():
+    answer = Answer(Outcome.OK, 200, "User-agent: *\nAllow: /\n" + "x" * 10)
+    stored = decode(encode(answer))
+    assert (stored.outcome, stored.status_code, stored.text) == (Outcome.OK, 200, answer.text)
+    assert decode(b"not\tours") is None and decode(b"ok\t200\t\nnot zlib") is None
