@@ -9,6 +9,8 @@
 #   scripts/redis-cluster.sh status DIR      one line per node: port, role, slots, up/down
 #   scripts/redis-cluster.sh restart-node DIR PORT
 #       start one stopped node of DIR again from its nodes.conf (it rejoins the cluster)
+#
+# INSTALL_MISSING=1 (make redis-cluster-up): install redis-server with apt if it is missing.
 set -euo pipefail
 
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
@@ -36,7 +38,7 @@ NODE_SETTINGS=(
 
 say() { printf 'redis-cluster: %s\n' "$*"; }
 die() { printf 'redis-cluster: ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
 cli_raw() { local port=$1; shift; "$REDIS_CLI" -h "$HOST" -p "$port" "$@" 2>/dev/null; }
@@ -162,7 +164,8 @@ cmd_start() {
       die "$DIR holds another cluster (base port $BASE_PORT, $MASTERS masters, $REPLICAS" \
           "replicas); stop it first: $0 stop $DIR"
     healthy && { say "the cluster in $DIR is already up and healthy (ports" \
-                     "${PORTS[0]}-${PORTS[-1]})"; return 0; }
+                     "${PORTS[0]}-${PORTS[-1]})"; echo "REDIS_URL=redis+cluster://$HOST:$base"
+                   return 0; }
   fi
   [[ $(running_nodes) == 0 ]] ||
     die "the cluster in $DIR is partly running and not healthy; stop it first: $0 stop $DIR"
@@ -181,7 +184,8 @@ cmd_start() {
     >"$DIR/create.log" 2>&1 || { cat "$DIR/create.log" >&2; die "redis-cli --cluster create failed"; }
   wait_healthy
   say "up: $masters masters, $replicas replica(s) each, ports ${PORTS[0]}-${PORTS[-1]}" \
-      "($((SECONDS - began))s); REDIS_URL=redis+cluster://$HOST:$base"
+      "($((SECONDS - began))s)"
+  echo "REDIS_URL=redis+cluster://$HOST:$base"
 }
 
 stop_pid() {  # PID PORT: SIGTERM, then SIGKILL after STOP_GRACE seconds
@@ -252,8 +256,19 @@ cmd_restart_node() {
   say "node $port restarted"
 }
 
-command -v "$REDIS_SERVER" >/dev/null ||
-  die "$REDIS_SERVER not found; install it (Debian/Ubuntu: apt-get install redis-server)"
+install_redis() {  # Debian's redis-server package brings redis-cli too
+  local sudo=""
+  [[ $(id -u) != 0 ]] && command -v sudo >/dev/null && sudo=sudo
+  command -v apt-get >/dev/null || return 1
+  say "installing redis-server with apt-get ..."
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server
+}
+
+if ! command -v "$REDIS_SERVER" >/dev/null; then
+  [[ ${INSTALL_MISSING:-0} == 1 ]] && install_redis >&2 || true
+  command -v "$REDIS_SERVER" >/dev/null ||
+    die "$REDIS_SERVER not found; install it (Debian/Ubuntu: apt-get install redis-server)"
+fi
 (($# >= 1)) || usage
 case $1 in
   start) shift; cmd_start "$@" ;;

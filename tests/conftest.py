@@ -198,3 +198,31 @@ def make_redis_frontier(redis_client, clock):
     for frontier in made:
         frontier.clear()
         assert list(redis_client.scan_iter(match=frontier.prefix + "*")) == []
+
+
+# -- Redis Cluster fixtures (tests/redis_cluster.py): private redis-server processes ----------
+
+def _redis_cluster(directory):
+    from redis_cluster import ClusterUnavailable, RedisClusterProcesses
+
+    try:
+        return RedisClusterProcesses(directory, masters=3, replicas=1)
+    except ClusterUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory) -> Iterator:
+    """A Redis Cluster (3 masters, 1 replica each) for the whole session. A test that kills a
+    node must use ``fresh_redis_cluster``; a missing redis-server fails the test."""
+    cluster = _redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture()
+def fresh_redis_cluster(tmp_path) -> Iterator:
+    """A Redis Cluster of this test alone (3 masters, 1 replica each), for destructive tests."""
+    cluster = _redis_cluster(tmp_path / "redis-cluster")
+    yield cluster
+    cluster.stop()
