@@ -38,7 +38,7 @@ NODE_SETTINGS=(
 
 say() { printf 'redis-cluster: %s\n' "$*"; }
 die() { printf 'redis-cluster: ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { { echo usage:; sed -n '4,13p' "$0" | sed 's/^# \{0,1\}//'; } >&2; exit 2; }
 
 is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
 cli_raw() { local port=$1; shift; "$REDIS_CLI" -h "$HOST" -p "$port" "$@" 2>/dev/null; }
@@ -197,6 +197,7 @@ stop_pid() {  # PID PORT: SIGTERM, then SIGKILL after STOP_GRACE seconds
   if node_pid "$port" >/dev/null; then
     say "node $port ignored SIGTERM for ${STOP_GRACE}s: SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
+    for _ in {1..100}; do node_pid "$port" >/dev/null || break; sleep 0.05; done
   fi
 }
 

@@ -54,6 +54,15 @@ def pick_base_port(count: int) -> int:
     raise ClusterUnavailable(f"no {count} free ports (and bus ports) in {BASE_PORTS}")
 
 
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _slot_ranges(view: list) -> list[tuple[int, int, int]]:
     """CLUSTER SLOTS -> [(first, last, master port)]."""
     return [(int(entry[0]), int(entry[1]), int(entry[2][1])) for entry in view]
@@ -153,7 +162,7 @@ class RedisClusterProcesses:
         self._lost_slots[port] = [(a, b) for a, b, owner in self._slots_view() if owner == port]
         pid = self.pid_of(port)
         os.kill(pid, signal.SIGKILL)
-        _wait(lambda: not Path(f"/proc/{pid}").exists(), 10, f"node {port} did not die")
+        _wait(lambda: not alive(pid), 10, f"node {port} did not die")
         return port
 
     def _served_elsewhere(self, port: int, first_slot: int) -> int | None:
