@@ -142,6 +142,14 @@ running_nodes() {  # the number of DIR's recorded nodes that are running
   echo "$count"
 }
 
+abort_start() {  # EXIT trap of a start: if it failed, stop the nodes it started (logs kept)
+  local rc=$?
+  ((rc == 0)) && return 0
+  stop_nodes
+  say "start failed: stopped the $STOPPED node(s) it had started; logs in $DIR" >&2
+  exit "$rc"
+}
+
 wait_healthy() {
   local deadline=$((SECONDS + UP_TIMEOUT))
   until healthy; do
@@ -176,6 +184,7 @@ cmd_start() {
   check_ports_free
   printf 'BASE_PORT=%s\nMASTERS=%s\nREPLICAS=%s\n' "$base" "$masters" "$replicas" >"$(state_file)"
   local began=$SECONDS
+  trap abort_start EXIT
   for port in "${PORTS[@]}"; do start_node "$port"; done
   for port in "${PORTS[@]}"; do wait_node "$port"; done
   local nodes=()
@@ -183,6 +192,7 @@ cmd_start() {
   "$REDIS_CLI" --cluster create "${nodes[@]}" --cluster-replicas "$replicas" --cluster-yes \
     >"$DIR/create.log" 2>&1 || { cat "$DIR/create.log" >&2; die "redis-cli --cluster create failed"; }
   wait_healthy
+  trap - EXIT
   say "up: $masters masters, $replicas replica(s) each, ports ${PORTS[0]}-${PORTS[-1]}" \
       "($((SECONDS - began))s)"
   echo "REDIS_URL=redis+cluster://$HOST:$base"
@@ -201,22 +211,27 @@ stop_pid() {  # PID PORT: SIGTERM, then SIGKILL after STOP_GRACE seconds
   fi
 }
 
-cmd_stop() {
-  (($# == 1)) || usage
-  [[ -d $1 ]] || { say "nothing to stop: no directory $1"; return 0; }
-  DIR=$(cd "$1" && pwd)
-  local pidfile port pid stopped=0
+stop_nodes() {  # stops every running node of DIR in parallel; sets STOPPED to their number
+  local pidfile port pid
+  STOPPED=0
   for pidfile in "$DIR"/node-*.pid; do
     [[ -e $pidfile ]] || continue
     port=${pidfile##*/node-}; port=${port%.pid}
     pid=$(node_pid "$port") || continue
     stop_pid "$pid" "$port" &
-    stopped=$((stopped + 1))
+    STOPPED=$((STOPPED + 1))
   done
   wait
+}
+
+cmd_stop() {
+  (($# == 1)) || usage
+  [[ -d $1 ]] || { say "nothing to stop: no directory $1"; return 0; }
+  DIR=$(cd "$1" && pwd)
+  stop_nodes
   remove_files
   rmdir "$DIR" 2>/dev/null || true
-  say "stopped $stopped node(s) of $DIR"
+  say "stopped $STOPPED node(s) of $DIR"
 }
 
 node_line() {  # PORT -> "PORT ROLE SLOTS up|down", and "master=PORT" for a replica

@@ -104,8 +104,8 @@ class RedisClusterProcesses:
                                 str(self.replicas))
             if done.returncode == 0:
                 return base
+            self._script("stop", str(self.dir))
             if "already in use" not in done.stderr:  # else another session took a port first
-                self._script("stop", str(self.dir))
                 raise ClusterUnavailable(f"the Redis Cluster did not start:\n{done.stderr}")
         raise ClusterUnavailable(f"no free ports after {START_ATTEMPTS} attempts:\n{done.stderr}")
 

@@ -246,3 +246,23 @@ def test_missing_redis_server_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ClusterUnavailable, match="redis-server not found"):
         RedisClusterProcesses(tmp_path / "rc")
+
+
+def test_a_failed_start_stops_the_nodes_it_started(tmp_path):
+    failing_cli = tmp_path / "redis-cli"  # answers like redis-cli, except for --cluster create
+    failing_cli.write_text('#!/bin/bash\n[[ " $* " == *" --cluster "* ]] && '
+                           '{ echo "create refused" >&2; exit 1; }\nexec redis-cli "$@"\n')
+    failing_cli.chmod(0o755)
+    base = pick_base_port(6)
+    done = _run("bash", str(SCRIPT), "start", str(tmp_path / "rc"), str(base), "3", "1",
+                env={"REDIS_CLI": str(failing_cli)})
+    assert done.returncode == 1
+    assert "create refused" in done.stderr and "stopped the 6 node(s)" in done.stderr
+    ports = range(base, base + 6)
+    assert all(_port_free_now(port) for port in ports)
+    assert (tmp_path / "rc" / f"node-{base}.log").exists()  # kept for the diagnosis
+
+
+def _port_free_now(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
