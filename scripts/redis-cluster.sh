@@ -70,12 +70,15 @@ field() {  # PORT SECTION-COMMAND... FIELD -> the value of FIELD in an INFO-styl
   cli_raw "$port" "${@:2:$#-2}" | tr -d '\r' | sed -n "s/^$name://p"
 }
 
-load_state() {  # reads PORTS, MASTERS, REPLICAS of DIR's cluster
+load_state() {  # reads BASE_PORT, MASTERS, REPLICAS and PORTS of DIR's cluster
   [[ -f $(state_file) ]] || return 1
-  # shellcheck disable=SC1090
-  source "$(state_file)"
+  local key value i
+  BASE_PORT="" MASTERS="" REPLICAS=""
+  while IFS='=' read -r key value; do
+    [[ $key =~ ^(BASE_PORT|MASTERS|REPLICAS)$ ]] && is_count "$value" && printf -v "$key" %s "$value"
+  done <"$(state_file)"
+  [[ -n $BASE_PORT && -n $MASTERS && -n $REPLICAS ]] || return 1
   PORTS=()
-  local i
   for ((i = 0; i < MASTERS * (1 + REPLICAS); i++)); do PORTS+=($((BASE_PORT + i))); done
 }
 
@@ -110,7 +113,7 @@ wait_node() {  # PORT: until our node answers on it, or fail with its log
     if ((SECONDS >= deadline)) || grep -qE 'aborting|Could not|FATAL' "$(log_file "$port")" 2>/dev/null
     then
       tail -n 5 "$(log_file "$port")" >&2 2>/dev/null || true
-      die "node $port did not answer within ${UP_TIMEOUT}s (log: $(log_file "$port"))"
+      die "node $port did not come up (log: $(log_file "$port"))"
     fi
     sleep 0.1
   done
