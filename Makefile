@@ -9,7 +9,8 @@ DEV_STAMP := $(VENV)/.installed-dev
 PIP    := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip
 
 .PHONY: install dev install-dev corpus demo test test-fast bench lint services clean \
-        cluster-up cluster-down worker learner dispatcher flower status
+        cluster-up cluster-down worker learner dispatcher flower status \
+        redis-cluster-up redis-cluster-down
 
 # install: what crawls need (embedded and distributed mode); dev: also the test and lint tools.
 install: $(STAMP)
@@ -90,3 +91,17 @@ worker learner dispatcher flower: install
 
 status: install
 	$(JLSE) status
+
+# A local Redis Cluster for the distributed frontier (scripts/redis-cluster.sh): SHARDS masters
+# with REDIS_REPLICAS replicas each on 127.0.0.1:REDIS_CLUSTER_PORT.. (cluster bus: port+10000).
+SHARDS             ?= 3
+REDIS_REPLICAS     ?= 1
+REDIS_CLUSTER_PORT ?= 7101
+REDIS_CLUSTER_DIR  ?= runs/redis-cluster
+
+redis-cluster-up:
+	INSTALL_MISSING=1 scripts/redis-cluster.sh start '$(REDIS_CLUSTER_DIR)' \
+	  '$(REDIS_CLUSTER_PORT)' '$(SHARDS)' '$(REDIS_REPLICAS)'
+
+redis-cluster-down:
+	scripts/redis-cluster.sh stop '$(REDIS_CLUSTER_DIR)'

@@ -167,6 +167,7 @@ class CrawlRegistry:
             raise ValueError(f"key prefix {self.root!r}: braces would change the hash slots")
         self._claim_learn = client.register_script(_CLAIM_LEARN)
         self._task_start = client.register_script(redis_scripts.TASK_START)
+        self._replicas: int | None = None
 
     def prefix(self, crawl_id: str) -> str:
         return f"{self.root}{check_crawl_id(crawl_id)}:"
@@ -202,7 +203,10 @@ class CrawlRegistry:
     def shard_frontier(self, crawl_id: str, shard: int, settings: Settings) -> RedisFrontier:
         """One shard of the crawl's frontier."""
         prefix = self.shard_prefix(crawl_id, shard)
+        if self._replicas is None:  # pushes wait for one replica where masters have one
+            self._replicas = redis_client.replicas(self.client)
         return RedisFrontier(self.client, prefix + "f:", max_size=settings.frontier_size,
+                             wait_replicas=min(self._replicas, 1),
                              window=settings.host_window, lease_seconds=settings.lease_seconds,
                              default_delay=settings.politeness_delay,
                              diversity=settings.domain_diversity, slack=settings.priority_slack,
@@ -384,6 +388,33 @@ class CrawlRegistry:
         ``ledger.domain_keys``), each read in its shard: one pipelined round trip (two on a
         host's first page)."""
         shards = self.shard_count(crawl_id, shards)
+        try:
+            return self._fetch_counts(crawl_id, fetched, keys, shards)
+        except redis_client.UNAVAILABLE:
+            if shards == 1:
+                raise
+        return self._fetch_counts_per_shard(crawl_id, fetched, keys, shards)
+
+    def _fetch_counts_per_shard(self, crawl_id: str, fetched: str | None, keys: list[str],
+                                shards: int) -> dict[str, int]:
+        """``fetch_counts`` one shard at a time while one is unavailable: the fetched host's
+        shard must answer (it is the page's own); another's counts read 0 until it is back
+        (the trap filter is lenient for that while, rather than the page waiting)."""
+        counts = self._fetch_counts(crawl_id, fetched, [], shards) if fetched else {}
+        by_shard: dict[int, list[str]] = {}
+        for name in keys:
+            by_shard.setdefault(_ledger_shard(name, shards), []).append(name)
+        for shard, names in by_shard.items():
+            try:
+                values = self.client.hmget(self.shard_prefix(crawl_id, shard) + "hosts", names)
+            except redis_client.UNAVAILABLE:
+                values = [None] * len(names)
+            counts.update({name: int(value or 0) for name, value in zip(names, values,
+                                                                        strict=True)})
+        return {name: counts[name] for name in keys}
+
+    def _fetch_counts(self, crawl_id: str, fetched: str | None, keys: list[str],
+                      shards: int) -> dict[str, int]:
         pipe = self.client.pipeline(transaction=False)
         if fetched is not None:  # the host, and its registered domain's pages (``HostLedger``)
             key = self._shard_key(crawl_id, fetched, shards, "hosts")

@@ -32,10 +32,10 @@ the script once per shard, each shard ordered by priority on its own. A dispatch
 shard, or with ``--shard i/k`` the shards ``s`` with ``s % k == i``: k dispatchers split the work,
 each running the scripts of its shards only (on a Redis Cluster, spread over the masters). The
 page budget and ``max_outstanding`` are the crawl's: a shard's pops are bounded by what the
-other shards have fetched or hold in flight (read from their replies, or every ``OTHERS_EVERY`` for shards another dispatcher
-serves), so several dispatchers may overshoot them by at most the pops of one of their rounds;
-rounds take turns at which shard comes first.
-A shard whose hosts wait for spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill``
+other shards have fetched or hold in flight (read at the start of each round), so several dispatchers may overshoot them by
+at most the pops of one of their rounds; rounds take turns at which shard comes first.
+A shard whose Redis is down or failing over is skipped (its hosts wait; the other shards are
+served). A shard whose hosts wait for spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill``
 task at most every ``REFILL_EVERY`` seconds.
 
 Restart-safe: the dispatcher holds no state of its own. Leases, counters and the frontier are
@@ -61,7 +61,7 @@ from jlse.scheduler.crawl_registry import (
     settings_from_config,
 )
 from jlse.scheduler.metrics import serve_dispatcher
-from jlse.scheduler.redis_client import is_cluster
+from jlse.scheduler.redis_client import UNAVAILABLE, is_cluster
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
 from jlse.settings import LOW_AFTER_IDLE, Settings
 
@@ -84,6 +84,7 @@ class _Shard:
     frontier: RedisFrontier
     last_reap: float = 0.0
     last_refill: float = -float("inf")
+    failing: bool = False  # its Redis did not answer the last round
     rate_sample: tuple[float, float] = field(default_factory=lambda: (time.monotonic(), -1.0))
 
 
@@ -116,6 +117,7 @@ class DispatchRound:
 SendTask = Callable[[str, dict], None]
 SendRefill = Callable[[str, int], None]
 _INACTIVE = DispatchRound([], 0, 0, 0, 0, None)  # the crawl left the active set
+_UNAVAILABLE = DispatchRound([], 0, 0, 0, 0, None)  # the shard's Redis is down
 
 
 def parse_shard_spec(spec: str | None) -> tuple[int, int]:
@@ -214,11 +216,13 @@ class Dispatcher:
         sent, wait = 0, IDLE_SLEEP
         if not crawl.shards:  # another dispatcher serves this crawl's shards
             return sent, wait
-        self._read_others(crawl_id, crawl)
+        self._read_others(crawl_id, crawl, force=crawl.settings.frontier_shards > 1)
         order = sorted(crawl.shards)
         crawl.turn = (crawl.turn + 1) % len(order)
         for index in order[crawl.turn:] + order[:crawl.turn]:
-            result = self._serve_shard(crawl_id, crawl, index)
+            result = self._serve_shard_safely(crawl_id, crawl, index)
+            if result is _UNAVAILABLE:
+                continue
             if result is None:  # registered again (--resume) since cached: settings may differ
                 crawl = self._crawl(crawl_id, refresh=True)
                 result = self._serve_shard(crawl_id, crawl, index)
@@ -233,6 +237,28 @@ class Dispatcher:
                 wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
         self._finish_if_done(crawl_id, crawl)
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
+
+    def _serve_shard_safely(self, crawl_id: str, crawl: _Crawl, index: int
+                            ) -> DispatchRound | None:
+        """``_serve_shard``, or ``_UNAVAILABLE`` while the shard's Redis is down or failing
+        over: its hosts wait, the other shards go on (warned once per outage)."""
+        shard = crawl.shards[index]
+        try:
+            result = self._serve_shard(crawl_id, crawl, index)
+        except UNAVAILABLE as exc:
+            if not shard.failing:
+                log.warning("crawl %s: shard %d unavailable (%s); its hosts wait", crawl_id,
+                            index, exc)
+            shard.failing = True
+            return _UNAVAILABLE
+        if shard.failing:  # URLs deferred meanwhile wait in the crawl database: refill
+            log.info("crawl %s: shard %d is back", crawl_id, index)
+            shard.failing = False
+            shard.last_refill = -float("inf")
+            if self.send_refill is not None and result not in (None, _INACTIVE):
+                self.send_refill(crawl_id, index)
+                shard.last_refill = self.clock()
+        return result
 
     def _serve_shard(self, crawl_id: str, crawl: _Crawl, index: int) -> DispatchRound | None:
         shard = crawl.shards[index]
@@ -294,13 +320,21 @@ class Dispatcher:
 
     def _read_others(self, crawl_id: str, crawl: _Crawl, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every
-        ``OTHERS_EVERY``): the page budget and the end of the crawl are the crawl's."""
+        ``OTHERS_EVERY``), or with ``force`` of every shard (one pipelined read at the start
+        of a round: the page budget and ``max_outstanding`` are the crawl's, and figures of
+        the last round would let one shard take every slot the workers freed since)."""
         others = [index for index in range(crawl.settings.frontier_shards)
                   if index not in crawl.shards or force]
         now = self.clock()
         if not others or (not force and now - crawl.others_read < OTHERS_EVERY):
             return
         crawl.others_read = now
+        try:
+            self._read_figures(crawl_id, crawl, others)
+        except UNAVAILABLE as exc:  # keep the figures last seen
+            log.debug("crawl %s: other shards unreadable (%s)", crawl_id, exc)
+
+    def _read_figures(self, crawl_id: str, crawl: _Crawl, others: list[int]) -> None:
         pipe = self.registry.client.pipeline(transaction=False)
         for index in others:
             frontier = self.registry.frontier_prefix(crawl_id, index)

@@ -14,10 +14,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# What a shard whose server is down or failing over raises: its hosts wait, the rest go on.
+UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
+               redis.exceptions.TryAgainError, redis.exceptions.RedisClusterException)
 DELETE_BATCH = 1000
+CLUSTER_RETRIES, CLUSTER_RETRY_CAP = 2, 0.2  # a call to a dead master fails within ~0.3 s
 
 
 def is_cluster_url(url: str) -> bool:
@@ -28,8 +34,10 @@ def connect(url: str) -> Any:
     """A binary-safe client (models and Q-tables are bytes) of the Redis or cluster at ``url``."""
     scheme, _, rest = url.partition("://")
     plain = CLUSTER_SCHEMES.get(scheme.lower())
-    if plain is not None:
-        return RedisCluster.from_url(f"{plain}://{rest}", socket_connect_timeout=5)
+    if plain is not None:  # fail fast on a dead master: its shard waits, the others go on
+        retry = Retry(ExponentialBackoff(cap=CLUSTER_RETRY_CAP, base=0.02), CLUSTER_RETRIES)
+        return RedisCluster.from_url(f"{plain}://{rest}", socket_connect_timeout=2,
+                                     retry=retry)
     return redis.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
 
 
@@ -61,6 +69,26 @@ def scan_keys(client: Any, pattern: str) -> list[bytes]:
         return list(client.scan_iter(match=pattern, count=1000,
                                      target_nodes=RedisCluster.PRIMARIES))
     return list(client.scan_iter(match=pattern, count=1000))
+
+
+def replicas(client: Any) -> int:
+    """Replicas each master has (the fewest of any master of a cluster; 0 if unknown)."""
+    try:
+        if is_cluster(client):
+            infos = client.info("replication", target_nodes=RedisCluster.PRIMARIES)
+            counts = [int(info.get("connected_slaves", 0)) for info in infos.values()]
+            return min(counts) if counts else 0
+        return int(client.info("replication").get("connected_slaves", 0))
+    except redis.RedisError:
+        return 0
+
+
+def node_client(client: Any, key: str) -> Any:
+    """A client of the one server holding ``key`` (itself for a plain Redis): a pipeline on it
+    runs on one connection, which WAIT needs."""
+    if is_cluster(client):
+        return client.get_redis_connection(client.get_node_from_key(key))
+    return client
 
 
 def glob_escape(text: str) -> str:

@@ -100,7 +100,13 @@ import redis
 from jlse.records import CrawlTask, LinkStatus
 from jlse.scheduler import redis_scripts
 from jlse.scheduler.frontier import Frontier
-from jlse.scheduler.redis_client import delete_keys, glob_escape, is_cluster, scan_keys
+from jlse.scheduler.redis_client import (
+    delete_keys,
+    glob_escape,
+    is_cluster,
+    node_client,
+    scan_keys,
+)
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.urls import host_of, registered_domain
 
@@ -111,6 +117,8 @@ _SEEN_VALUE_BITS = 64 - SEEN_SHARD_BITS
 _SEEN_VALUE_MASK = (1 << _SEEN_VALUE_BITS) - 1
 SCRIPT_BATCH = 1000  # URLs per script call: keeps each call short (Redis runs one at a time)
 REAP_BATCH = 500
+WAIT_MS = 200  # a durable push waits this long at most for its replicas
+UNREPLICATED_SECONDS = 30.0  # a shard whose replicas did not answer is pushed to without WAIT
 REFILL_HOSTS = 50  # hosts per refill call
 REFILL_UNBOUNDED = 10_000  # URLs per host and refill when hosts have no window
 REFILL_SLACK = 16  # rows read beyond a window: the top ones may be in flight or just fetched
@@ -165,6 +173,7 @@ class RedisFrontier(Frontier):
         diversity: int = 100,
         slack: float = 0.5,
         counters_key: str = "",
+        wait_replicas: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -176,6 +185,9 @@ class RedisFrontier(Frontier):
         self.diversity = diversity  # domain diversity's k (1: off), as ``LocalFrontier``
         self.slack = slack
         self.counters_key = counters_key or prefix + "counters"  # a hash: finish's deltas
+        # pushes wait until this many replicas have them: a failover keeps every URL queued
+        self.wait_replicas = wait_replicas
+        self._unreplicated_until = -math.inf  # until then, pushes do not wait (no replica)
         self._clock = clock
         self._keys = [prefix + "ready"]  # what a cluster routes every script call by
         self._cluster = is_cluster(client)
@@ -213,12 +225,41 @@ class RedisFrontier(Frontier):
             for task in tasks[start:start + SCRIPT_BATCH]:
                 args.extend(_push_args(task, dedup))
             batches.append(args)
+        if self.wait_replicas and time.monotonic() >= self._unreplicated_until:
+            return [bool(flag) for args in batches for flag in self._push_durably(args)]
         if len(batches) == 1 or self._cluster:  # a pipeline would add a SCRIPT EXISTS trip
             return [bool(flag) for args in batches for flag in self._run("push", args)]
         pipe = self.client.pipeline(transaction=False)
         for args in batches:
             self._run("push", args, client=pipe)
         return [bool(flag) for batch in pipe.execute() for flag in batch]
+
+    def _push_durably(self, args: list[Any]) -> list[int]:
+        """PUSH, then WAIT on the same connection until ``wait_replicas`` replicas have it
+        (``WAIT_MS`` at most): a push acknowledged by a master that dies before replicating is
+        seen as an error by the worker (its task is retried), never lost silently. Fewer
+        replicas in time (the replica is down, or a failover just promoted it): logged, the push
+        stands, and pushes do not wait for ``UNREPLICATED_SECONDS``."""
+        script = self._scripts["push"]
+        target = node_client(self.client, self._keys[0])
+        for attempt in (1, 2):
+            pipe = target.pipeline(transaction=False)
+            pipe.execute_command("EVALSHA", script.sha, 1, self._keys[0], *args)
+            pipe.execute_command("WAIT", self.wait_replicas, WAIT_MS)
+            try:
+                flags, acked = pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt == 2:
+                    raise
+                target.script_load(script.script)
+                continue
+            if int(acked) < self.wait_replicas:  # no replica (a failover just took it):
+                self._unreplicated_until = time.monotonic() + UNREPLICATED_SECONDS
+                log.warning("frontier shard %s: a push reached %d of %d replicas in %d ms; "
+                            "pushes do not wait for %.0f s", self.prefix, int(acked),
+                            self.wait_replicas, WAIT_MS, UNREPLICATED_SECONDS)
+            return flags
+        raise AssertionError("unreachable")
 
     def mark_seen(self, urls: Iterable[str]) -> int:
         """Add URLs' fingerprints to the seen sets without queueing them; how many were new."""

@@ -142,11 +142,13 @@ end
 
 -- queue a URL, or raise its priority if it is queued; pfx keeps a returned lease's order. A
 -- host holds at most window URLs (0: no limit): beyond it the lowest (among equals the latest
--- discovered) is spilled to the crawl database (MAX_SIZE, WINDOW: ``set_limits``). Returns 1
--- if queued, raised or spilled.
-local function enqueue(host, fp, score, body, pfx)
+-- discovered) is spilled to the crawl database (MAX_SIZE, WINDOW: ``set_limits``). With
+-- queued_only, only a URL already queued is touched (raised). Returns 1 if queued, raised or
+-- spilled.
+local function enqueue(host, fp, score, body, pfx, queued_only)
   local q, t = qkey(host), tkey(host)
   local current = redis.call('HGET', t, fp)
+  if queued_only and not current then return 0 end
   if current then
     pfx = string.sub(current, 1, 6)
     local old = redis.call('ZSCORE', q, pfx .. fp)
@@ -326,16 +328,16 @@ if dedup then step = 7 end
 local results = {}
 for i = 5, #ARGV, step do
   local host, fp, score, body = ARGV[i], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  if ARGV[i + 1] ~= host then redis.call('HSETNX', DOMAIN, host, ARGV[i + 1]) end
   local added = 0
   if not dedup then
     added = enqueue(host, fp, score, body, nil)
   elseif redis.call('SADD', P .. 'seen:' .. ARGV[i + 5], ARGV[i + 6]) == 1 then
     redis.call('INCR', SEEN_COUNT)
     added = enqueue(host, fp, score, body, nil)
-  elseif redis.call('HEXISTS', tkey(host), fp) == 1 then
-    added = enqueue(host, fp, score, body, nil)
+  else  -- seen: raised if still queued (enqueue finds it), else nothing
+    added = enqueue(host, fp, score, body, nil, true)
   end
+  if added == 1 and ARGV[i + 1] ~= host then redis.call('HSETNX', DOMAIN, host, ARGV[i + 1]) end
   results[#results + 1] = added
 end
 return results

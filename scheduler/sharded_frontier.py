@@ -10,25 +10,33 @@ whose best ready URL is best, which keeps the global order for a single caller.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from jlse.records import CrawlTask, LinkStatus
 from jlse.scheduler.frontier import Frontier
+from jlse.scheduler.redis_client import UNAVAILABLE
 from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier
 from jlse.scheduler.shards import shard_of
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.urls import host_of
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+DEFERRED_BATCH = 1000  # deferred URLs read from the crawl database at a time
 
 
 class ShardedFrontier(Frontier):
-    def __init__(self, shards: Sequence[RedisFrontier]) -> None:
+    def __init__(self, shards: Sequence[RedisFrontier],
+                 defer: Callable[[int, list[CrawlTask]], None] | None = None) -> None:
         if not shards:
             raise ValueError("a frontier needs at least one shard")
         self.shards = list(shards)
+        # where URLs go that a shard cannot take now (its Redis down or failing over): the
+        # crawl database, until the shard's next refill (``refill``); None: the error is raised
+        self.defer = defer
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -47,14 +55,24 @@ class ShardedFrontier(Frontier):
 
     def _per_shard(self, tasks: Sequence[CrawlTask],
                    call: Callable[[RedisFrontier, list[CrawlTask]], list[bool]]) -> list[bool]:
-        if len(self.shards) == 1:
-            return call(self.shards[0], list(tasks))
         results = [False] * len(tasks)
         for index, positions in self._grouped(tasks, lambda task: task.url).items():
-            answers = call(self.shards[index], [tasks[p] for p in positions])
-            for position, answer in zip(positions, answers, strict=True):
+            group = [tasks[p] for p in positions]
+            for position, answer in zip(positions, self._call(index, group, call), strict=True):
                 results[position] = answer
         return results
+
+    def _call(self, index: int, tasks: list[CrawlTask],
+              call: Callable[[RedisFrontier, list[CrawlTask]], list[bool]]) -> list[bool]:
+        try:
+            return call(self.shards[index], tasks)
+        except UNAVAILABLE as exc:
+            if self.defer is None:
+                raise
+            log.warning("frontier shard %d unavailable (%s): %d URLs wait in the crawl "
+                        "database for its next refill", index, exc, len(tasks))
+            self.defer(index, tasks)
+            return [True] * len(tasks)
 
     # -- adding URLs -----------------------------------------------------------------------
 
@@ -107,9 +125,19 @@ class ShardedFrontier(Frontier):
     def reap(self) -> int:
         return sum(shard.reap() for shard in self.shards)
 
-    def refill(self, store: CrawlStore) -> int:
-        """Spilled URLs back from the crawl database, every shard (``RedisFrontier.refill``)."""
-        return sum(shard.refill(store) for shard in self.shards)
+    def refill(self, store: CrawlStore, shards: Iterable[int] | None = None) -> int:
+        """URLs back from the crawl database, for every shard (or ``shards``): those deferred
+        while the shard was unavailable, then those its hosts spilled
+        (``RedisFrontier.refill``). How many were queued."""
+        queued = 0
+        for index in range(len(self.shards)) if shards is None else shards:
+            shard = self.shards[index]
+            while links := store.deferred_pushes(index, DEFERRED_BATCH):
+                queued += sum(shard.add_new([link.to_task() for link in links
+                                             if link.status is LinkStatus.QUEUED]))
+                store.clear_deferred([link.id for link in links])
+            queued += shard.refill(store)
+        return queued
 
     def now(self) -> float:
         return self.shards[0].now()

@@ -224,3 +224,39 @@ def make_sharded_frontier(clock):
     for frontier in made:
         frontier.clear()
         assert frontier.stats()["queued"] == 0
+
+
+# -- Redis Cluster fixtures (tests/redis_cluster.py): private redis-server processes ----------
+
+def _redis_cluster(directory):
+    from redis_cluster import ClusterUnavailable, RedisClusterProcesses
+
+    try:
+        return RedisClusterProcesses(directory, masters=3, replicas=1)
+    except ClusterUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory) -> Iterator:
+    """A Redis Cluster (3 masters, 1 replica each) for the whole session. A test that kills a
+    node must use ``fresh_redis_cluster``; a missing redis-server fails the test."""
+    cluster = _redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture()
+def fresh_redis_cluster(tmp_path) -> Iterator:
+    """A Redis Cluster of this test alone (3 masters, 1 replica each), for destructive tests."""
+    cluster = _redis_cluster(tmp_path / "redis-cluster")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_client(redis_cluster) -> Iterator:
+    """One ``RedisCluster`` client of the session's cluster."""
+    client = redis_cluster.client()
+    yield client
+    client.close()

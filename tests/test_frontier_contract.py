@@ -30,18 +30,20 @@ def _builder(request, clock):
                   "default_delay": delay}
         if request.param == "redis":
             return request.getfixturevalue("make_redis_frontier")(**limits)
-        client = request.getfixturevalue("redis_client")
+        client = request.getfixturevalue(
+            "redis_cluster_client" if request.param == "cluster" else "redis_client")
         return request.getfixturevalue("make_sharded_frontier")(client, 3, **limits)
 
     return build
 
 
-@pytest.fixture(params=["local", "redis", "sharded"])
+@pytest.fixture(params=["local", "redis", "sharded", "cluster"])
 def make(request, clock):
     """``make(max_size=, diversity=, slack=, delay=)``: a frontier of the parameter's kind on
     the fake clock; domain diversity off unless asked for. "sharded" is the crawl's frontier
-    over 3 shards (``ShardedFrontier``): the tests below hold for it too, except the bounds
-    and domain diversity, which are per shard (``make_whole``)."""
+    over 3 shards (``ShardedFrontier``) on one Redis, "cluster" the same on a Redis Cluster of
+    3 masters (``redis_cluster``): the tests below hold for them too, except the bounds and
+    domain diversity, which are per shard (``make_whole``)."""
     return _builder(request, clock)
 
 
@@ -436,9 +438,14 @@ def test_diversity_one_is_off(make_whole):
 
 # -- REDIS ONLY: leases (a cluster's pops are leased; LocalFrontier has no leases) ---------------
 
-@pytest.fixture()
-def make_leased(make_redis_frontier):
-    return make_redis_frontier
+@pytest.fixture(params=["redis", "cluster"])
+def make_leased(request, clock):
+    """A RedisFrontier on the plain Redis, or one shard of a frontier on the Redis Cluster."""
+    if request.param == "redis":
+        return request.getfixturevalue("make_redis_frontier")
+    client = request.getfixturevalue("redis_cluster_client")
+    make = request.getfixturevalue("make_sharded_frontier")
+    return lambda **kwargs: make(client, 1, **kwargs).shards[0]
 
 
 def test_redis_only_expired_lease_is_reaped_and_the_url_comes_back(make_leased, clock):
@@ -500,11 +507,20 @@ def test_redis_only_renew_keeps_live_leases_from_the_reaper(make_leased, clock):
     assert frontier.in_flight() == 0 and len(frontier) == 2
 
 
-def test_redis_only_leases_are_shared_by_every_client(make_leased, redis_client, clock):
+def test_redis_only_leases_are_shared_by_every_client(make_leased, clock):
+    import redis
+    from redis.cluster import RedisCluster
+
+    from jlse.scheduler.redis_client import is_cluster
     from jlse.scheduler.redis_frontier import RedisFrontier
 
     frontier = make_leased()
-    other = RedisFrontier(redis_client, frontier.prefix, clock=clock, diversity=1)
+    if is_cluster(frontier.client):  # another machine's client of the same servers
+        client = RedisCluster(startup_nodes=frontier.client.get_nodes())
+    else:
+        options = frontier.client.connection_pool.connection_kwargs
+        client = redis.Redis(host=options["host"], port=options["port"], db=options["db"])
+    other = RedisFrontier(client, frontier.prefix, clock=clock, diversity=1)
     frontier.push_many([task("http://a.test/1"), task("http://a.test/2")])
     got = frontier.pop()
     assert other.pop() is None  # the host is busy on every machine

@@ -1,7 +1,7 @@
 """The sharded frontier: routing by registered domain, per-shard rules, and the host windows
 that spill URLs to the crawl database and bring every one of them back.
 
-Runs on the real Redis (``redis_client``) and both crawl databases (``store``); the contract
+Runs on the real Redis (``client``) and both crawl databases (``store``); the contract
 suite (``test_frontier_contract.py``) covers what a sharded frontier shares with the others.
 """
 
@@ -17,6 +17,13 @@ from jlse.scheduler.redis_frontier import RedisFrontier
 from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.scheduler.shards import shard_of, shard_prefix
 from jlse.scheduler.urls import host_of
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def client(request):
+    """The plain Redis, or the session's Redis Cluster of 3 masters."""
+    return request.getfixturevalue("redis_client" if request.param == "redis"
+                                   else "redis_cluster_client")
 
 
 def task(url: str, priority: float = 1.0, url_id: int = 0) -> CrawlTask:
@@ -52,8 +59,8 @@ def test_each_shard_prefix_is_a_hash_tag_of_its_own():
 
 
 def test_urls_go_to_their_hosts_shard_and_come_out_in_priority_order(make_sharded_frontier,
-                                                                    redis_client):
-    frontier = make_sharded_frontier(redis_client, shards=3)
+                                                                    client):
+    frontier = make_sharded_frontier(client, shards=3)
     rng = random.Random(5)
     tasks = [task(f"http://site{i % 40}.test/{i}", rng.random(), i) for i in range(600)]
     assert all(frontier.push_many(tasks))
@@ -69,8 +76,8 @@ def test_urls_go_to_their_hosts_shard_and_come_out_in_priority_order(make_sharde
     assert frontier.counters() == {"fetched": 600}
 
 
-def test_dedup_and_leases_stay_in_the_shard(make_sharded_frontier, redis_client):
-    frontier = make_sharded_frontier(redis_client, shards=3)
+def test_dedup_and_leases_stay_in_the_shard(make_sharded_frontier, client):
+    frontier = make_sharded_frontier(client, shards=3)
     urls = [f"http://site{i}.test/" for i in range(30)]
     assert frontier.add_new([task(url) for url in urls]) == [True] * 30
     assert frontier.add_new([task(url) for url in urls]) == [False] * 30
@@ -83,8 +90,8 @@ def test_dedup_and_leases_stay_in_the_shard(make_sharded_frontier, redis_client)
 
 # -- per-shard rules ----------------------------------------------------------------------------
 
-def test_the_bound_holds_per_shard(make_sharded_frontier, redis_client):
-    frontier = make_sharded_frontier(redis_client, shards=2, max_size=3)
+def test_the_bound_holds_per_shard(make_sharded_frontier, client):
+    frontier = make_sharded_frontier(client, shards=2, max_size=3)
     for shard in (0, 1):
         hosts = hosts_of_shard(shard, 2, 4)
         frontier.push_many([task(f"http://{host}/", 0.1 * (i + 1)) for i, host in enumerate(hosts)])
@@ -92,8 +99,8 @@ def test_the_bound_holds_per_shard(make_sharded_frontier, redis_client):
     assert frontier.stats()["evicted"] == 2
 
 
-def test_domain_diversity_holds_per_shard(make_sharded_frontier, redis_client):
-    frontier = make_sharded_frontier(redis_client, shards=2, diversity=3, slack=0.1)
+def test_domain_diversity_holds_per_shard(make_sharded_frontier, client):
+    frontier = make_sharded_frontier(client, shards=2, diversity=3, slack=0.1)
     a, b = hosts_of_shard(0, 2, 2)
     frontier.push_many([task(f"http://{a}/{i}", 0.9) for i in range(3)] +
                        [task(f"http://{b}/{i}", 0.5) for i in range(3)])
@@ -133,8 +140,8 @@ def _discover(store, frontier, links: list[NewLink]) -> None:
 
 
 def test_a_host_beyond_its_window_spills_and_every_url_comes_back_once(
-        make_sharded_frontier, redis_client, store):
-    frontier = make_sharded_frontier(redis_client, shards=2, window=4)
+        make_sharded_frontier, client, store):
+    frontier = make_sharded_frontier(client, shards=2, window=4)
     rng = random.Random(1)
     links = [NewLink(f"http://big.test/{i}", None, 1, "", priority=rng.random())
              for i in range(30)]
@@ -152,9 +159,9 @@ def test_a_host_beyond_its_window_spills_and_every_url_comes_back_once(
     assert not list(store.iter_links(LinkStatus.QUEUED))
 
 
-def test_a_full_shard_spills_many_hosts_and_strands_none(make_sharded_frontier, redis_client,
+def test_a_full_shard_spills_many_hosts_and_strands_none(make_sharded_frontier, client,
                                                          store):
-    frontier = make_sharded_frontier(redis_client, shards=3, max_size=20, window=5)
+    frontier = make_sharded_frontier(client, shards=3, max_size=20, window=5)
     rng = random.Random(2)
     links = [NewLink(f"http://site{rng.randrange(25)}.test/{i}", None, 1, "",
                      priority=rng.random()) for i in range(400)]
@@ -165,11 +172,11 @@ def test_a_full_shard_spills_many_hosts_and_strands_none(make_sharded_frontier, 
     assert Counter(fetched) == Counter(list(unique))  # every URL fetched, none twice
 
 
-def test_a_refill_skips_urls_leased_or_just_finished(make_sharded_frontier, redis_client,
+def test_a_refill_skips_urls_leased_or_just_finished(make_sharded_frontier, client,
                                                      store):
     """The database may still say "queued" for a URL whose fetch is being written: a refill
     must not queue it again."""
-    frontier = make_sharded_frontier(redis_client, shards=1, window=2)
+    frontier = make_sharded_frontier(client, shards=1, window=2)
     links = [NewLink(f"http://big.test/{i}", None, 1, "", priority=1.0 - i / 10)
              for i in range(5)]
     _discover(store, frontier, links)
@@ -187,9 +194,9 @@ def test_a_refill_skips_urls_leased_or_just_finished(make_sharded_frontier, redi
     assert first.url not in again and second.url not in again
 
 
-def test_a_refill_claim_that_is_never_completed_lapses(make_sharded_frontier, redis_client,
+def test_a_refill_claim_that_is_never_completed_lapses(make_sharded_frontier, client,
                                                        store, clock):
-    frontier = make_sharded_frontier(redis_client, shards=1, window=2)
+    frontier = make_sharded_frontier(client, shards=1, window=2)
     shard = frontier.shards[0]
     links = [NewLink(f"http://big.test/{i}", None, 1, "", priority=1.0) for i in range(6)]
     _discover(store, frontier, links)
@@ -203,19 +210,19 @@ def test_a_refill_claim_that_is_never_completed_lapses(make_sharded_frontier, re
     assert shard.refill(store) == 2  # the claim lapsed
 
 
-def test_hosts_with_few_urls_pay_no_window(make_sharded_frontier, redis_client):
+def test_hosts_with_few_urls_pay_no_window(make_sharded_frontier, client):
     """The queue and task hash of a small host stay compact (listpack) in Redis."""
-    frontier = make_sharded_frontier(redis_client, shards=1, window=1000)
+    frontier = make_sharded_frontier(client, shards=1, window=1000)
     frontier.push_many([task(f"http://small.test/{i}", 0.5) for i in range(20)])
     prefix = frontier.shards[0].prefix
-    assert redis_client.object("encoding", prefix + "q:small.test") == b"listpack"
-    assert redis_client.object("encoding", prefix + "t:small.test") == b"listpack"
+    assert client.object("encoding", prefix + "q:small.test") == b"listpack"
+    assert client.object("encoding", prefix + "t:small.test") == b"listpack"
 
 
 @pytest.mark.parametrize("shards", [1, 3])
-def test_rebuild_puts_every_queued_url_in_its_shard(make_sharded_frontier, redis_client, store,
+def test_rebuild_puts_every_queued_url_in_its_shard(make_sharded_frontier, client, store,
                                                     shards):
-    frontier = make_sharded_frontier(redis_client, shards=shards)
+    frontier = make_sharded_frontier(client, shards=shards)
     links = [NewLink(f"http://site{i}.test/{j}", None, 1, "", priority=0.5)
              for i in range(20) for j in range(3)]
     with store.autocommit():

@@ -71,6 +71,7 @@ class CrawlContext:
         self.settings = self.trusted.settings  # proxy and address guard: the worker's own
         self.store = open_store(worker_store_url(self.trusted.store_url))
         self.frontier, self.ledger = redis_backends(registry, crawl_id, self.settings)
+        self.frontier.defer = self._defer
         self.qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
         self.worker_name = f"{os.environ.get('JLSE_WORKER_NAME') or socket.gethostname()}:" \
                            f"{os.getpid()}"
@@ -158,10 +159,15 @@ class CrawlContext:
             self._reported_version = version
 
     def refill(self, shard: int) -> int:
-        """Bring back spilled URLs of the shard's hosts due a refill (``jlse.refill``)."""
-        frontier = self.registry.shard_frontier(self.crawl_id, shard, self.settings)
+        """Bring back the URLs of a shard that wait in the crawl database: deferred while it
+        was unavailable, and spilled by its hosts (``jlse.refill``)."""
         with self.store.autocommit():
-            return frontier.refill(self.store)
+            return self.frontier.refill(self.store, [shard])
+
+    def _defer(self, shard: int, tasks: list) -> None:
+        """URLs a shard could not take now wait in the crawl database for its next refill."""
+        with self.store.autocommit():
+            self.store.defer_pushes(shard, [task.url_id for task in tasks])
 
     # --- learning ------------------------------------------------------------------------
     def learn(self) -> int:

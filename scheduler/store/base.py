@@ -108,6 +108,19 @@ class CrawlStore(ABC):
         refill of URLs it spilled)."""
 
     @abstractmethod
+    def defer_pushes(self, shard: int, url_ids: Sequence[int]) -> None:
+        """Remember links a frontier shard could not take (its Redis was down): the shard's
+        next refill queues them (``deferred_pushes``)."""
+
+    @abstractmethod
+    def deferred_pushes(self, shard: int, limit: int) -> list[StoredLink]:
+        """Up to ``limit`` links deferred for ``shard`` (whatever their status now)."""
+
+    @abstractmethod
+    def clear_deferred(self, url_ids: Sequence[int]) -> None:
+        """Forget deferred links (pushed now, or no longer queued)."""
+
+    @abstractmethod
     def iter_urls(self) -> Iterator[str]:
         """Every URL of the LinkTable, read in batches."""
 

@@ -65,6 +65,11 @@ CREATE TABLE IF NOT EXISTS fetches (
     error TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS fetches_url_idx ON fetches (url_id);
+CREATE TABLE IF NOT EXISTS deferred_pushes (
+    url_id {ref} PRIMARY KEY REFERENCES links (id),
+    shard INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deferred_pushes_shard_idx ON deferred_pushes (shard, url_id);
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL

@@ -302,6 +302,23 @@ class SqlCrawlStore(CrawlStore):
                          write=False)
         return [row_to_link(row) for row in rows]
 
+    def defer_pushes(self, shard: int, url_ids: Sequence[int]) -> None:
+        sql = self._q("INSERT INTO deferred_pushes (url_id, shard) VALUES (?, ?) "
+                      "ON CONFLICT (url_id) DO NOTHING")
+        self._run(lambda cur: cur.executemany(sql, [(i, shard) for i in url_ids]),
+                  "defer_pushes")
+
+    def deferred_pushes(self, shard: int, limit: int) -> list[StoredLink]:
+        sql = (f"SELECT {LINK_COLUMNS} FROM deferred_pushes d JOIN links l ON l.id = d.url_id "
+               "WHERE d.shard = ? ORDER BY d.url_id LIMIT ?")
+        rows = self._run(lambda cur: self._fetchall(cur, sql, (shard, limit)),
+                         "deferred_pushes", write=False)
+        return [row_to_link(row) for row in rows]
+
+    def clear_deferred(self, url_ids: Sequence[int]) -> None:
+        sql = self._q("DELETE FROM deferred_pushes WHERE url_id = ?")
+        self._run(lambda cur: cur.executemany(sql, [(i,) for i in url_ids]), "clear_deferred")
+
     def iter_urls(self) -> Iterator[str]:
         for row in self._paged("SELECT l.id, l.url FROM links l", [], (), 5000, "iter_urls"):
             yield row[1]
