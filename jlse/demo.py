@@ -10,10 +10,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from jlse.models.strategy_catalog import available_strategies
 from jlse.progress import CrawlSummary
 from jlse.run import run_crawl
 from jlse.sandbox import SandboxServer, build_web
 from jlse.scheduler.store import open_store
+from jlse.settings import SettingsError
 
 DEMO_SETTINGS = {
     "politeness_delay": 0.25,  # the sandbox is local; a real crawl keeps the 1 s default
@@ -27,21 +29,33 @@ DEMO_SETTINGS = {
 
 
 def run_demo(topic: str, workdir: Path, overrides: dict[str, Any] | None = None) -> CrawlSummary:
-    """Crawl the sandbox web for ``topic``; ``overrides`` (settings) win over the demo's own."""
+    """Crawl the sandbox web for ``topic`` in ``demo_run_dir(workdir, ...)``, which is deleted
+    and written anew; ``overrides`` (settings) win over the demo's own."""
     web = build_web()
     if topic not in web.topics:
         raise ValueError(f"unknown demo topic {topic!r}; choose from {', '.join(web.topics)}")
-    shutil.rmtree(workdir, ignore_errors=True)
-    topic_dir = web.write_topic_dir(topic, workdir / "topic")
+    settings = dict(DEMO_SETTINGS, **(overrides or {}))
+    run_dir = demo_run_dir(workdir, topic, str(settings["strategy"]))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    topic_dir = web.write_topic_dir(topic, run_dir / "topic")
     with SandboxServer(web) as server:
         print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages, proxy {server.proxy_url}")
         print(f"topic directory: {topic_dir}  (seeds, samples, topic.toml)")
-        settings = dict(DEMO_SETTINGS, proxy=server.proxy_url, **(overrides or {}))
-        summary = run_crawl(topic_dir, settings, workdir=workdir / "crawl")
+        settings["proxy"] = server.proxy_url
+        summary = run_crawl(topic_dir, settings, workdir=run_dir / "crawl")
     print(summary.render(with_export=False))
     print(ground_truth_line(web, topic, summary.store_url))
     print(summary.export_line())
     return summary
+
+
+def demo_run_dir(workdir: Path, topic: str, strategy: str) -> Path:
+    """One run directory per topic and strategy, so that ``--strategy bfs`` leaves the jlse
+    demo's database alone (the name is checked first: it becomes a path)."""
+    if strategy not in available_strategies():
+        raise SettingsError(f"strategy: unknown strategy {strategy!r}; choose one of "
+                            f"{', '.join(available_strategies())}")
+    return workdir / f"{topic}-{strategy}"
 
 
 def ground_truth_line(web, topic: str, store_url: str) -> str:

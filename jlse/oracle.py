@@ -16,7 +16,7 @@ fetchable pages only: a multi-source breadth-first search from those pages backw
 links (one sparse product per hop). They change only when a relevant page is fetched; they are
 recomputed before the next pick of a non-relevant page whenever that happened
 (``refresh=1``, exact greedy; a larger ``refresh`` recomputes at most every ``refresh`` fetches,
-``None`` never; measured in README "Measured figures": the exact greedy harvests the most).
+``None`` never; measured in docs/benchmarks.md: the exact greedy harvests the most).
 """
 
 from __future__ import annotations

@@ -205,8 +205,8 @@ class LearnedTunnelling(JointLinkSimilarity):
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
     of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left
-    its topic's sites after 100 pages (README, "Efficiency on the real-text web").
-    Why it differs from formula (10), measured in the README: sharing P among the out-links
+    its topic's sites after 100 pages (docs/strategies.md, "Why the defaults are what they are").
+    Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
     """

@@ -17,12 +17,15 @@ dropped, curly apostrophes become ``'``). Then:
 - English and Chinese stop words (``models/data``) are removed; punctuation, whitespace and other
   scripts never form tokens.
 
-Repeated short strings (anchor texts, boilerplate clauses) are served from caches.
+Repeated short strings (anchor texts, boilerplate clauses) are served from caches. jieba keeps
+its dictionary (~9 MB, read back with ``marshal``) in the user's cache folder, not in a shared
+``$TMPDIR`` where another user could plant one (:func:`jieba_cache_dir`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import unicodedata
@@ -31,6 +34,7 @@ from functools import lru_cache
 from importlib import resources
 from itertools import filterfalse
 from math import log
+from pathlib import Path
 
 import jieba
 import numpy as np
@@ -39,6 +43,26 @@ from scipy.sparse.csgraph import breadth_first_order, dijkstra
 
 logger = logging.getLogger(__name__)
 jieba.setLogLevel(logging.WARNING)
+
+
+def jieba_cache_dir() -> Path:
+    """Where jieba's dictionary cache goes: ``$JLSE_CACHE_DIR`` if set, else ``~/.cache/jlse``,
+    as for the real-text web's corpus."""
+    configured = os.environ.get("JLSE_CACHE_DIR", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache/jlse"
+
+
+def _use_jieba_cache_dir() -> None:
+    folder = jieba_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # jieba then keeps its own default, $TMPDIR
+        logger.debug("jieba cache folder %s: %s", folder, exc)
+        return
+    jieba.dt.tmp_dir = str(folder)
+
+
+_use_jieba_cache_dir()
 
 _HAN = "\u4e00-\u9fd5"  # the Han range jieba segments; other CJK characters are not tokens
 _HAN_FIRST, _HAN_LAST = 0x4E00, 0x9FD5

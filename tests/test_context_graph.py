@@ -194,5 +194,5 @@ def test_cfc_crawl_learns_layers_and_keeps_harvesting(tmp_path) -> None:
     # .23-.30; bfs has since risen to .35-.44 as a new host's first page waits for its
     # robots.txt in the frontier). What must hold: the crawl used its layers and kept
     # harvesting; how cfc compares with the other strategies is measured by jlse eval
-    # (README, "Strategy evaluation").
+    # (docs/benchmarks.md, "Harvest: strategies compared").
     assert cfc.harvest_at[500] >= 0.2, cfc.harvest_at

@@ -317,7 +317,7 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
 
     The kill lands while w1 is inside a page fetch (the sandbox answers slowly for a moment), so
     the task it holds has started. Killed in the millisecond between receiving a task and
-    starting it, its lease would last lease_seconds instead: that is the design (README), not
+    starting it, its lease would last lease_seconds instead: that is the design (docs/distributed.md), not
     what this test is about."""
     sandbox.clear_log()
     cmd = _crawl_cmd(phones_topic, pg_store_url, "kill1", sandbox, "best-first",

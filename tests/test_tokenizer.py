@@ -4,8 +4,11 @@ ASCII words and the run cache against a direct reading of the module docstring."
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -184,3 +187,16 @@ def test_prepare_builds_the_dictionary_for_han_text_only(monkeypatch) -> None:
 @pytest.mark.parametrize("text", ["\ud800手机" * 200, "手" * 1000, "a" * 5000, ""])
 def test_odd_long_texts_never_raise(text: str) -> None:
     assert tokenize(text) == reference_tokens(text)
+
+
+def test_jieba_keeps_its_dictionary_cache_in_the_user_cache_folder(tmp_path) -> None:
+    """Not in $TMPDIR, where anyone can write a jieba.cache that jieba would read back."""
+    cache, tmp = tmp_path / "cache", tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, JLSE_CACHE_DIR=str(cache), TMPDIR=str(tmp))
+    code = "from jlse.models.tokenizer import tokenize; print(tokenize('价格评测手机'))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (cache / "jieba.cache").stat().st_size > 1_000_000
+    assert not list(tmp.iterdir())

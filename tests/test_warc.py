@@ -56,7 +56,7 @@ def test_embedded_crawl_writes_rotated_warc_files(phones_topic, sandbox, sandbox
     types = Counter(kind for _, kind, *_ in records)
     assert types["warcinfo"] == len(files)
     # robots.txt included; a page still in flight when the budget was written (unfinished,
-    # README "The end of a crawl") may have been requested without its records being written
+    # docs/architecture.md "The end of a crawl") may have been requested without its records being written
     assert types["request"] == types["response"]
     assert len(sandbox.log) - summary.unfinished <= types["request"] <= len(sandbox.log)
     responses = {uri: (status, headers, body)

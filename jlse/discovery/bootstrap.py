@@ -6,7 +6,7 @@ from the run, which gives a keyword-only topic a trained page classifier (docs/a
 §4.3): discovery's top-ranked pages stand in as relevant samples, and discovered pages the
 topic model (the keywords' VSM) judged irrelevant, drawn at random, as irrelevant ones. It is
 not the default: on the sandbox the NB trained on them harvested less than the keywords' VSM
-(README, "Topics from keywords").
+(docs/benchmarks.md, "Discovery").
 
 ``DIR/topic.toml``                the source topic's, as it is
 ``DIR/seeds.txt``                 the source topic's seeds, then the discovered ones
