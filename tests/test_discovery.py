@@ -40,6 +40,7 @@ from protego import Protego
 
 from jlse.discovery.search import SearchClient, SearchError, search_endpoint
 from jlse.sandbox import SandboxServer
+from jlse.sandbox.search import SEARCH_HOST
 from jlse.topic import read_seeds
 
 BUDGET = 80  # pages of the two main runs
@@ -122,12 +123,12 @@ class Run:
         return read_jsonl(self.out.with_name(f"{self.out.stem}.pages.jsonl"))
 
 
-def discover(server, topic: Path, tmp: Path, *extra: str) -> Run:
+def discover(server, topic: Path, tmp: Path, *extra: str, search: str = "") -> Run:
     (tmp / "out").mkdir()
     out, seeds_out, workdir = tmp / "out" / "sites.jsonl", tmp / "out" / "seeds.txt", tmp / "w"
     mark = len(server.log)
     done = run(server.proxy_url, "discover", "--topic", str(topic), "--search",
-               server.proxy_url, "--max-pages", str(BUDGET), "--workdir", str(workdir),
+               search or server.proxy_url, "--max-pages", str(BUDGET), "--workdir", str(workdir),
                "--out", str(out), "--seeds-out", str(seeds_out), "--no-progress", *FAST, *extra)
     assert done.returncode == 0, done.stderr
     return Run(done, workdir, topic, out, seeds_out, server.log[mark:])
@@ -146,8 +147,10 @@ def samples_run(server, web, topics, tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def keywords_run(server, topics, tmp_path_factory) -> Run:
-    """A discovery from keywords alone: no samples, no seeds (human-readable summary)."""
-    return discover(server, topics.keywords, tmp_path_factory.mktemp("keywords-run"))
+    """A discovery from keywords alone: no samples, no seeds (human-readable summary); its
+    search engine, search.test, is reachable only through the proxy of HTTP_PROXY."""
+    return discover(server, topics.keywords, tmp_path_factory.mktemp("keywords-run"),
+                    search=f"http://{SEARCH_HOST}")
 
 
 # --- the search client ---------------------------------------------------------------------
@@ -261,6 +264,55 @@ def test_search_endpoint():
             search_endpoint(bad)
     with pytest.raises(ValueError, match="--search 'ftp://x'"):
         SearchClient("ftp://x")
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+def test_search_client_goes_through_the_proxy_of_the_environment(server, no_proxy_env):
+    """search.test answers only through the sandbox's proxy: HTTP_PROXY is honoured, NO_PROXY
+    too, and the error says which route was tried."""
+    no_proxy_env.setenv("HTTP_PROXY", server.proxy_url)
+    mark = len(server.log)
+    proxied = SearchClient(f"http://{SEARCH_HOST}", rate=20)
+    assert proxied.route == f"through proxy {server.proxy_url}"
+    assert len(proxied.search("smartphone")) == 10 and proxied.failures == 0
+    assert [entry.host for entry in search_requests(server.log[mark:])] == [SEARCH_HOST]
+    no_proxy_env.setenv("NO_PROXY", f"example.org,{SEARCH_HOST}")
+    bypassed = SearchClient(f"http://{SEARCH_HOST}", retries=0)
+    with pytest.raises(SearchError, match=r"search\.test/search \(direct\) unreachable: "):
+        bypassed.search("smartphone")
+    for client in (proxied, bypassed):
+        client.close()
+
+
+def test_search_client_route_settings(server, no_proxy_env):
+    """search_proxy: "direct" ignores HTTP_PROXY; a URL is used whatever the environment says
+    (its password never shown); a loopback search URL never goes through HTTP_PROXY."""
+    dead = f"http://127.0.0.1:{closed_port()}"
+    no_proxy_env.setenv("HTTP_PROXY", dead)
+    loopback = SearchClient(server.proxy_url, rate=20)  # the sandbox's own address
+    assert loopback.route == "direct" and loopback.search("smartphone")
+    direct = SearchClient(f"http://{SEARCH_HOST}", retries=0, proxy="direct")
+    with pytest.raises(SearchError, match=r"\(direct\) unreachable"):
+        direct.search("smartphone")
+    via = server.proxy_url.replace("http://", "http://jo:s3cret@")
+    given = SearchClient(f"http://{SEARCH_HOST}", rate=20, proxy=via)
+    assert given.search("smartphone") and given.route == \
+        f"through proxy {server.proxy_url.replace('http://', 'http://jo:***@')}"
+    broken = SearchClient(f"http://{SEARCH_HOST}", retries=0,
+                          proxy=dead.replace("http://", "http://jo:s3cret@"))
+    with pytest.raises(SearchError) as failed:
+        broken.search("smartphone")
+    assert f"through proxy {dead.replace('http://', 'http://jo:***@')}) unreachable" in \
+        str(failed.value) and "s3cret" not in str(failed.value)
+    for client in (loopback, direct, given, broken):
+        client.close()
 
 
 # --- jlse discover from samples and seeds ----------------------------------------------------
@@ -446,6 +498,8 @@ def test_keywords_only_topic_finds_pages_through_search(keywords_run, web):
                                                                           strict=True)), shown
     assert ranked_above(flags) > 0.5, shown
     assert read_seeds(keywords_run.seeds_out)
+    searched = {entry.host for entry in search_requests(keywords_run.log)}
+    assert searched == {SEARCH_HOST}  # through HTTP_PROXY: the sandbox logs the proxied host
 
 
 # --- Ctrl+C and --resume ---------------------------------------------------------------------
