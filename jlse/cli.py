@@ -188,7 +188,15 @@ def _add_cluster_parsers(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from jlse.export import CONTENT_FIELDS, DEFAULT_FIELDS, PageContents, export_pages, parse_fields
+    from jlse.export import (
+        CONTENT_FIELDS,
+        DEFAULT_FIELDS,
+        WORKDIR_META,
+        PageContents,
+        export_pages,
+        missing_note,
+        parse_fields,
+    )
     from jlse.scheduler.store import open_store
 
     fields = parse_fields(args.fields) if args.fields else \
@@ -206,13 +214,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         with open_store(store_url, read_only=True) as store, _export_output(args.out) as out:
             count = export_pages(store, out, args.format, None if args.all else args.min_relevance,
                                  args.targets_only, fields, args.times, contents)
+            crawl_workdir = store.get_meta(WORKDIR_META)
     except BrokenPipeError:  # `jlse export | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     print(f"exported {count} pages", file=sys.stderr)
     if contents.missing:
-        print(f"note: {contents.missing} pages have no stored copy (page repository and WARC "
-              "files), so their text/html is empty", file=sys.stderr)
+        print(missing_note(contents, crawl_workdir), file=sys.stderr)
     return EXIT_OK
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from jlse.records import Outcome
+from jlse.redact import strip_credentials
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -122,8 +125,16 @@ class CrawlSummary:
         return answered == 0 and failed > 0 and self.reason != "interrupted"
 
     def export_line(self) -> str:
-        where = f"--workdir {self.workdir}" if self.workdir else f"--store {self.store_url}"
-        return f"  export with     jlse export {where} --format csv --out pages.csv"
+        """The export command of this crawl: its workdir (the crawl database, the pages); a
+        database elsewhere as ``--store`` without its password (export reads PGPASSWORD or
+        ~/.pgpass, as the crawl did)."""
+        args = []
+        if not self.workdir or not _is_workdir_db(self.store_url, self.workdir):
+            args += ["--store", strip_credentials(self.store_url)]
+        if self.workdir:
+            args += ["--workdir", self.workdir]
+        return (f"  export with     jlse export {shlex.join(args)} --format csv "
+                "--out pages.csv")
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -160,3 +171,10 @@ class CrawlSummary:
             return f"  pages fetched   {self.fetched}  in {self.elapsed:.1f} s  ({rate})"
         return (f"  pages fetched   {self.fetched}  ({self.session_fetched} in this session, "
                 f"{self.elapsed:.1f} s: {rate})")
+
+
+def _is_workdir_db(store_url: str, workdir: str) -> bool:
+    """Whether ``store_url`` is the workdir's own crawl.db (what --workdir alone opens)."""
+    prefix = "sqlite:///"
+    return store_url.startswith(prefix) and \
+        Path(store_url[len(prefix):]) == (Path(workdir) / "crawl.db").resolve()

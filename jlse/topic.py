@@ -281,9 +281,7 @@ def relevance_reason(topic: Topic, source: str) -> str:
         return why
     if source == "vsm" and not (samples.relevant and samples.irrelevant):
         return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
-                "(docs/algorithms.md §4): a keyword-only topic has no sample pages to train a "
-                "classifier on. To train one, bootstrap samples: jlse discover --topic DIR "
-                "--search URL --topic-out NEW_DIR")
+                "(docs/algorithms.md §4): " + _how_to_train(topic))
     if source == "vsm":
         return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
                 f"(page_classifier = vsm), idf from the {len(samples.relevant) + len(samples.irrelevant)} "
@@ -293,6 +291,23 @@ def relevance_reason(topic: Topic, source: str) -> str:
     if source == "anchor_nb":
         return "NB over the labelled anchor texts: no sample pages nor keywords"
     return source
+
+
+def _how_to_train(topic: Topic) -> str:
+    """What a topic without both classes of samples needs for a trained classifier; not the
+    bootstrap command again on a topic that command made (it would make the same samples)."""
+    samples = topic.samples
+    bootstrap = read_bootstrap(topic.path)
+    if bootstrap is None:
+        return ("a keyword-only topic has no sample pages to train a classifier on. To train "
+                f"one, bootstrap samples: jlse discover --topic {topic.path} --search URL "
+                "--topic-out NEW_DIR --bootstrap-samples")
+    lacking = "relevant" if not samples.relevant else "irrelevant"
+    return (f"the samples bootstrapped by jlse discover have {len(samples.relevant)} relevant "
+            f"and {len(samples.irrelevant)} irrelevant pages, and a classifier needs both. Add "
+            f"{lacking} pages to {topic.path / 'samples' / lacking}/ (saved HTML), or bootstrap "
+            "again from a longer discovery run (--max-pages) of the source topic "
+            f"{bootstrap.get('source_topic', '')}")
 
 
 def _stale_reason(model: TopicModel, topic: Topic) -> str:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import shlex
 import subprocess
 import sys
 from importlib.metadata import version
@@ -89,6 +91,38 @@ def test_summary_says_how_to_export_and_crawl_log_says_what_the_crawl_is(
     assert "page budget 4" in head[0]
     assert "politeness_delay=0.02" in head[1] and f"proxy='{sandbox.proxy_url}'" in head[1]
     assert "topic model: trained on the fly" in head[2]
+
+
+def test_a_crawl_into_postgresql_says_an_export_that_works_and_export_finds_its_pages(
+        phones_topic, sandbox, pg_store_url, tmp_path):
+    """The summary's export line names the database (--store, no password) and the workdir
+    (the pages); export run elsewhere without the workdir says where it looked and where the
+    crawl kept its pages, instead of an empty text for every page without a word."""
+    workdir = tmp_path / "w"
+    store = pg_store_url.replace("postgresql://postgres@", "postgresql://postgres:pw@")
+    done = jlse("crawl", "--topic", str(phones_topic), "--workdir", str(workdir), "--store",
+                store, "--no-progress", "--max-pages", "6", "--set", "strategy=bfs",
+                "--set", f"proxy={sandbox.proxy_url}", *FAST)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "export with" in line]
+    argv = shlex.split(line.split("export with", 1)[1])
+    assert argv[:3] == ["jlse", "export", "--store"] and argv[3] == pg_store_url  # no password
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    export = [sys.executable, "-m", "jlse.cli", *argv[1:]]
+    out = elsewhere / "pages.csv"
+    followed = subprocess.run([*export, "--content"], capture_output=True, text=True, cwd=elsewhere,
+                              timeout=120)
+    assert followed.returncode == 0, followed.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) >= 3 and all(row["text"].strip() for row in rows if row["outcome"] == "ok")
+    assert "no stored copy" not in followed.stderr
+    bare = subprocess.run([sys.executable, "-m", "jlse.cli", "export", "--store", pg_store_url,
+                           "--content", "--all", "--out", "x.jsonl"], capture_output=True,
+                          text=True, cwd=elsewhere, timeout=120)
+    assert bare.returncode == 0, bare.stderr
+    assert "pages have no stored copy in pages (not there) and warc (not there)" in bare.stderr
+    assert f"the crawl kept its pages in {workdir}: add --workdir {workdir}" in bare.stderr
 
 
 def test_log_level_option(tmp_path):
