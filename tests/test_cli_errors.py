@@ -151,6 +151,30 @@ def test_sandbox_serve_on_an_invalid_port():
     assert_one_line_error(done, EXIT_USAGE, "--port", "0-65535")
 
 
+@pytest.mark.parametrize("args, said", [
+    ([], "error: give a topic name: jlse sandbox topic NAME, NAME one of phones, cameras, "
+         "laptops"),
+    (["tablets"], "error: unknown topic 'tablets': jlse sandbox topic NAME, NAME one of phones"),
+])
+def test_sandbox_topic_without_a_known_name_lists_them(args, said, tmp_path):
+    done = jlse("sandbox", "topic", *args, "--out", str(tmp_path / "t"), timeout=60)
+    assert assert_one_line_error(done, EXIT_USAGE).startswith(said)
+    assert not (tmp_path / "t").exists()
+
+
+def test_seeds_with_several_bad_lines_are_all_reported(tmp_path):
+    topic = tmp_path / "topic"
+    topic.mkdir()
+    lines = ["# seeds", "http://a.test/", "ftp://b.test/", "", "www.c.test", "http://d.test/",
+             *[f"not a url {n}" for n in range(6)]]
+    (topic / "seeds.txt").write_text("\n".join(lines) + "\n")
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), timeout=60)
+    line = assert_one_line_error(done, EXIT_USAGE, "seeds.txt: 8 lines are not http(s) URLs")
+    assert "line 3: 'ftp://b.test/'; line 5: 'www.c.test'; line 7: 'not a url 0'" in line
+    assert line.endswith("line 9: 'not a url 2'; and 3 more"), line
+    assert not (tmp_path / "w" / "crawl.db").exists()
+
+
 def test_output_reader_going_away_is_quiet():
     """`jlse ... | head`: the reader closes the pipe early; exit 0, nothing on stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "jlse.cli", "sandbox", "truth", "--out",

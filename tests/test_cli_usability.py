@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
@@ -46,18 +47,42 @@ def _subcommands() -> dict:
 
 
 def test_every_subcommand_has_a_description_and_its_options_help():
-    for name, command in _subcommands().items():
+    commands = list(_subcommands().items())
+    for name, command in commands:
         assert command.description, name
         for action in command._actions:
             assert action.help, (name, action.dest)
+            if isinstance(action, argparse._SubParsersAction):  # jlse sandbox serve, ...
+                commands += [(f"{name} {sub}", parser) for sub, parser in action.choices.items()]
+    assert "sandbox serve" in dict(commands)
 
 
 def test_help_shows_defaults():
-    sandbox_help = _subcommands()["sandbox"].format_help()
-    assert "(default: 8899)" in sandbox_help and "(default: 127.0.0.1)" in sandbox_help
     assert "(default: 5)" in _subcommands()["train"].format_help()
     crawl_help = jlse("crawl", "--help").stdout
     assert "(default: runs/<topic" in crawl_help and "(default: None)" not in crawl_help
+
+
+def test_crawl_help_lists_the_strategies():
+    from jlse.models.strategy_catalog import available_strategies
+
+    crawl_help = " ".join(jlse("crawl", "--help").stdout.split())
+    assert f"link strategy: {', '.join(available_strategies())} (default:" in crawl_help
+    assert "jlse-paper" in crawl_help and "cfc" in crawl_help
+
+
+def test_each_sandbox_action_shows_only_its_own_options():
+    helps = {action: jlse("sandbox", action, "--help") for action in ("serve", "truth", "topic")}
+    assert all(done.returncode == 0 for done in helps.values())
+    own = {"serve": ("--port", "--host", "--latency"), "truth": ("--sites",),
+           "topic": ("--keywords-only", "NAME")}
+    for action, done in helps.items():
+        for other, flags in own.items():
+            for flag in flags:
+                assert (flag in done.stdout) == (action == other), (action, flag)
+        assert "--seed" in done.stdout and "--web" in done.stdout  # the web: every action's
+    assert "(default: 8899)" in helps["serve"].stdout
+    assert "(default: 127.0.0.1)" in helps["serve"].stdout
 
 
 def test_set_is_honoured_and_the_flags_win_over_it(phones_topic, sandbox, tmp_path):
