@@ -38,7 +38,13 @@ from discovery_helpers import (
 )
 from protego import Protego
 
-from jlse.discovery.search import SearchClient, SearchError, search_endpoint
+from jlse.discovery.search import (
+    DOWN_SECONDS,
+    SearchClient,
+    SearchError,
+    SearchSkipped,
+    search_endpoint,
+)
 from jlse.sandbox import SandboxServer
 from jlse.sandbox.search import SEARCH_HOST
 from jlse.topic import read_seeds
@@ -253,6 +259,34 @@ def test_search_client_empty_and_slow_and_missing(server):
     assert missing.requests == 1 and missing.failures == 1  # a 4xx is not retried
     for client in (empty, slow, missing):
         client.close()
+
+
+def test_a_dead_search_engine_is_not_asked_again_for_a_while():
+    """Searches fail fast once the engine is down: the first one with its retries, the second
+    with one try, then none is sent for DOWN_SECONDS (doubled after a failed probe)."""
+    now = [1000.0]
+    sleep = RecordingSleep()
+    client = SearchClient(f"http://127.0.0.1:{closed_port()}", rate=1000, retries=2,
+                          sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(SearchError, match=r"unreachable: ConnectionError \(3 tries\)") as first:
+        client.search("phone one")
+    with pytest.raises(SearchError, match=r"\(1 tries\)") as second:
+        client.search("phone two")
+    assert first.value.problem == second.value.problem  # one kind of problem: warned once
+    backoff = [seconds for seconds in sleep.calls if seconds >= 1]  # not the rate's turns
+    assert (client.requests, client.failures, backoff) == (4, 2, [2.0, 4.0])
+    for query in ("phone three", "phone four"):
+        with pytest.raises(SearchSkipped, match="not asked, the engine is down"):
+            client.search(query)
+    assert (client.requests, client.failures) == (4, 2)
+    now[0] += DOWN_SECONDS + 1
+    with pytest.raises(SearchError, match=r"\(1 tries\)"):  # the probe
+        client.search("phone five")
+    now[0] += DOWN_SECONDS + 1  # down twice as long after a failed probe
+    with pytest.raises(SearchSkipped):
+        client.search("phone six")
+    assert (client.requests, client.failures) == (5, 3)
+    client.close()
 
 
 def test_search_endpoint():
@@ -667,6 +701,9 @@ def short_runs(server, topics, tmp_path_factory):
         "discover", "--topic", str(topics.keywords), "--search", down, "--max-pages", "60",
         "--workdir", str(tmp / "keywords-down"), "--seeds-out", str(tmp / "seeds.txt"),
         "--no-progress", *FAST, "--set", "search_retries=0"]
+    commands["down-default"] = [  # the retries of the default settings
+        "discover", "--topic", str(topics.samples), "--search", down, "--max-pages", "30",
+        "--workdir", str(tmp / "down-default"), "--no-progress", "--json", *FAST]
     commands["four-threads"] = [
         "discover", "--topic", str(topics.samples), "--search", server.proxy_url,
         "--max-pages", "40", "--workdir", str(tmp / "four-threads"), "--no-progress", "--json",
@@ -676,6 +713,7 @@ def short_runs(server, topics, tmp_path_factory):
 
 @pytest.mark.parametrize("name, problem", [
     ("down", "unreachable: ConnectionError"),
+    ("down-default", "unreachable: ConnectionError"),
     ("500", "answered HTTP 500"),
     ("html", "the answer is not JSON"),
 ])
@@ -691,7 +729,12 @@ def test_failing_search_leaves_forward_crawl_from_the_seeds(short_runs, name, pr
     history = state_of(short_runs[1] / name)["history"]
     assert any(row["operator"] == "forward" and row["fetched"] > 0 for row in history)
     assert summary["searches"] > 0
-    assert summary["search_failures"] == summary["searches"], summary  # every one failed
+    if name == "down-default":  # requests: the first search's 3 tries, the next one's 1
+        assert summary["searches"] == 4 and summary["search_failures"] == 2, summary
+    else:
+        assert summary["search_failures"] == summary["searches"], summary  # every one failed
+    if name == "down":  # asked twice, then not for DOWN_SECONDS: not every search of the run
+        assert summary["searches"] == 2, summary
 
 
 def test_keywords_only_with_search_down_is_an_error(short_runs):

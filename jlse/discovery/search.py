@@ -34,12 +34,26 @@ from jlse.settings import SEARCH_DIRECT as DIRECT
 log = logging.getLogger(__name__)
 
 MAX_RESULTS_BYTES = 2 * 1024 * 1024  # one answer page; more is not a search result page
-FAILING_AFTER = 2  # searches failed in a row after which the endpoint gets no retries
+# A search that failed: the next ones get no retries. DOWN_AFTER failed in a row: the engine
+# is down, and searches fail at once (no request) for DOWN_SECONDS, doubled after each failed
+# probe up to DOWN_MAX_SECONDS; a search that succeeds ends it.
+DOWN_AFTER = 2
+DOWN_SECONDS = 30.0
+DOWN_MAX_SECONDS = 300.0
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
 
 
 class SearchError(RuntimeError):
-    """The search endpoint gave no usable answer (after retries)."""
+    """The search endpoint gave no usable answer (after retries); ``problem`` is what went
+    wrong, without the query (the same for every search while it lasts)."""
+
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem or message
+
+
+class SearchSkipped(SearchError):
+    """Not asked: the engine is down (``DOWN_AFTER`` searches failed in a row)."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ class SearchClient:
         self.cache = cache if cache is not None else {}  # "page|query" -> results (JSON rows)
         self.requests = self.failures = 0
         self._failed_in_a_row = 0
+        self._down_until = 0.0
+        self._down_seconds = DOWN_SECONDS
         self._sleep, self._clock = sleep, clock
         self._next_at = 0.0
         self._lock = threading.Lock()
@@ -124,8 +140,10 @@ class SearchClient:
         self._session.close()
 
     def _fetch(self, query: str, page: int) -> list[dict]:
-        # an endpoint that failed the last searches is tried once, not once per retry
-        tries = 1 if self._failed_in_a_row >= FAILING_AFTER else self.retries + 1
+        if self._clock() < self._down_until:
+            raise SearchSkipped(f"search {query!r}: not asked, the engine is down (asked again "
+                                f"in {self._down_until - self._clock():.0f} s)", "engine down")
+        tries = 1 if self._failed_in_a_row else self.retries + 1
         problem = ""
         for attempt in range(tries):
             if attempt:
@@ -139,13 +157,19 @@ class SearchClient:
                 self._failed()
                 raise
             self._failed_in_a_row = 0
+            self._down_seconds = DOWN_SECONDS
             return rows
         self._failed()
-        raise SearchError(f"search {query!r}: {problem} ({tries} tries)")
+        raise SearchError(f"search {query!r}: {problem} ({tries} tries)", problem)
 
     def _failed(self) -> None:
         self.failures += 1
         self._failed_in_a_row += 1
+        if self._failed_in_a_row >= DOWN_AFTER:
+            self._down_until = self._clock() + self._down_seconds
+            log.info("search engine %s down (%d searches failed in a row): not asked for %.0f s",
+                     self._where, self._failed_in_a_row, self._down_seconds)
+            self._down_seconds = min(2 * self._down_seconds, DOWN_MAX_SECONDS)
 
     def _request(self, query: str, page: int) -> list[dict]:
         self._wait_turn()
