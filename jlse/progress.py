@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from jlse.records import Outcome
 from jlse.redact import strip_credentials
+from jlse.scheduler.robots import NOT_THERE_RETRY_AFTER
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,10 @@ class SeedWatch:
         self.warned = True
         log.warning("no seed host could be reached so far: robots.txt of every seed host failed "
                     "(host not found, connection refused or server error; details in "
-                    "crawl.log). Retrying each host every %.0f s, %d times, then giving up",
-                    self.retry_after, self.retries)
+                    "crawl.log). Retrying each host %d times (one not found or refusing "
+                    "connections every %.0f s, one timing out or answering 5xx every %.0f s), "
+                    "then giving up", self.retries,
+                    min(self.retry_after, NOT_THERE_RETRY_AFTER), self.retry_after)
         return True
 
 

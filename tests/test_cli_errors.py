@@ -4,6 +4,7 @@ command in a subprocess and checks the exit code and the first line of standard 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -213,6 +214,23 @@ def test_a_crawl_that_reaches_no_seed_host_exits_4(topic, tmp_path):
     assert done.stderr.splitlines()[-1].startswith("error: no page was fetched: no seed host"), \
         done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_unreachable_seeds_end_the_crawl_in_seconds_with_the_default_retries(tmp_path):
+    """Two seed hosts that are not there (a closed port, a name not found): the default two
+    retries of each are seconds apart, not robots_retry_after (60 s) apart."""
+    topic = tmp_path / "topic"
+    topic.mkdir()
+    (topic / "seeds.txt").write_text(f"http://127.0.0.1:{free_port()}/\n"
+                                     "http://no-such-host.invalid/\n")
+    started = time.monotonic()
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"),
+                "--no-progress", "--json", "--set", "allow_private=true")
+    elapsed = time.monotonic() - started
+    assert done.returncode == EXIT_UNREACHABLE, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: no page was fetched"), done.stderr
+    assert json.loads(done.stdout)["outcomes"] == {"robots_unavailable": 2}
+    assert elapsed < 25, elapsed  # 10 s of retries; 120 s before
 
 
 def _stderr_until(proc: subprocess.Popen, text: str, timeout: float) -> float:
