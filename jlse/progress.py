@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import shlex
 import sys
 import time
@@ -15,10 +16,13 @@ from tqdm import tqdm
 
 from jlse.records import Outcome
 from jlse.redact import strip_credentials
+from jlse.scheduler.frontier import HoldUps
 from jlse.scheduler.robots import NOT_THERE_RETRY_AFTER
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
+
+NOTE_LOG_EVERY = 60.0  # seconds between crawl.log lines of a lasting hold-up
 
 # A host answered (a page, an error status, a robots.txt that forbids) / no host could be asked.
 ANSWERED = frozenset(o.value for o in (
@@ -39,6 +43,9 @@ class CrawlProgress:
                          dynamic_ncols=True, smoothing=0.1)
         self._last_postfix = 0.0
         self._seeds: SeedWatch | None = None
+        self._postfix: dict[str, Any] = {}
+        self._note = ""  # why the crawl runs below its concurrency (hold_up_note)
+        self._note_logged = -math.inf
 
     def watch_seeds(self, seeds: int, settings: Settings) -> None:
         """Warn on screen when every seed URL was turned back before any page was fetched."""
@@ -56,11 +63,41 @@ class CrawlProgress:
         self._last_postfix = now
         fetched, relevant = counters.get("fetched", 0), counters.get("relevant", 0)
         harvest = relevant / fetched if fetched else 0.0
-        self._bar.set_postfix(relevant=relevant, harvest=f"{harvest:.2f}",
-                              frontier=frontier_size, refresh=False)
+        self._postfix = {"relevant": relevant, "harvest": f"{harvest:.2f}",
+                         "frontier": frontier_size}
+        self._show_postfix(refresh=False)
+
+    def note(self, text: str) -> None:
+        """Say why the crawl is slow ("" once it is not); in crawl.log too, once a minute."""
+        now = time.monotonic()
+        if text and (not self._note or now - self._note_logged >= NOTE_LOG_EVERY):
+            log.info("below concurrency: %s", text)
+            self._note_logged = now
+        if text != self._note:
+            self._note = text
+            self._show_postfix(refresh=True)
+
+    def _show_postfix(self, refresh: bool) -> None:
+        self._bar.set_postfix(self._postfix, refresh=False)
+        if self._note:
+            self._bar.postfix = f"{self._bar.postfix}, {self._note}".lstrip(", ")
+        if refresh:
+            self._bar.refresh()
 
     def close(self) -> None:
         self._bar.close()
+
+
+def hold_up_note(hold_ups: HoldUps) -> str:
+    """What holds the crawl back, for the progress line ("" when nothing is held)."""
+    parts = []
+    if hold_ups.waiting:
+        hosts = f"{hold_ups.waiting} busy host{'' if hold_ups.waiting == 1 else 's'}"
+        parts.append(f"waiting for {hosts} (politeness)")
+    if hold_ups.low_urls:
+        parts.append(f"{hold_ups.low_urls} low-priority URLs of {hold_ups.low_hosts} "
+                     f"host{'' if hold_ups.low_hosts == 1 else 's'} held back (priority_slack)")
+    return "; ".join(parts)
 
 
 class SeedWatch:

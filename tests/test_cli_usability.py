@@ -150,6 +150,19 @@ def test_a_crawl_into_postgresql_says_an_export_that_works_and_export_finds_its_
     assert f"the crawl kept its pages in {workdir}: add --workdir {workdir}" in bare.stderr
 
 
+def test_a_polite_crawl_says_why_it_runs_below_its_concurrency(
+        phones_topic, sandbox, tmp_path, capfd):
+    """A delay of 1 s per host and 8 fetch slots: the progress line says hosts are waiting
+    out their politeness delay (and so does crawl.log), rather than a bare low rate."""
+    run_crawl(phones_topic, {"proxy": sandbox.proxy_url, "politeness_delay": 1.0,
+                             "max_pages": 16, "concurrency": 8, "robots_retry_after": 0.5},
+              workdir=tmp_path / "w", progress=True)
+    bar = capfd.readouterr().err
+    assert re.search(r"frontier=\d+, waiting for \d+ busy hosts? \(politeness\)", bar), bar
+    log = (tmp_path / "w" / "crawl.log").read_text(encoding="utf-8")
+    assert re.search(r"INFO jlse.progress: below concurrency: waiting for \d+ busy host", log)
+
+
 def test_log_level_option(tmp_path):
     topic = tmp_path / "t"
     topic.mkdir()

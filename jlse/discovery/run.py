@@ -98,6 +98,9 @@ class DiscoveryProgress:
         if counted:
             self._bar.update(1)
 
+    def note(self, text: str) -> None:
+        """Why the crawl runs below its concurrency: not shown (a round is short)."""
+
     def round_done(self, round_number: int, operator: str, pages: int) -> None:
         self._bar.set_postfix(round=round_number, operator=operator, pages=pages)
 
