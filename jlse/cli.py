@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -15,14 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from jlse.cli_sandbox import add_sandbox_parser
 from jlse.cli_support import (
     LOG_LEVELS,
     HelpFormatter,
     Parser,
     describe_commands,
     log_to_terminal,
-    port_number,
     quiet_broken_pipe,
+    strategy_option,
     version,
 )
 from jlse.errors import (
@@ -31,7 +31,6 @@ from jlse.errors import (
     EXIT_UNAVAILABLE,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    UnavailableError,
     explain,
 )
 from jlse.settings import command_overrides
@@ -197,7 +196,15 @@ def _add_cluster_parsers(sub: Any) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from jlse.export import CONTENT_FIELDS, DEFAULT_FIELDS, PageContents, export_pages, parse_fields
+    from jlse.export import (
+        CONTENT_FIELDS,
+        DEFAULT_FIELDS,
+        WORKDIR_META,
+        PageContents,
+        export_pages,
+        missing_note,
+        parse_fields,
+    )
     from jlse.scheduler.store import open_store
 
     fields = parse_fields(args.fields) if args.fields else \
@@ -215,13 +222,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         with open_store(store_url, read_only=True) as store, _export_output(args.out) as out:
             count = export_pages(store, out, args.format, None if args.all else args.min_relevance,
                                  args.targets_only, fields, args.times, contents)
+            crawl_workdir = store.get_meta(WORKDIR_META)
     except BrokenPipeError:  # `jlse export | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     print(f"exported {count} pages", file=sys.stderr)
     if contents.missing:
-        print(f"note: {contents.missing} pages have no stored copy (page repository and WARC "
-              "files), so their text/html is empty", file=sys.stderr)
+        print(missing_note(contents, crawl_workdir), file=sys.stderr)
     return EXIT_OK
 
 
@@ -233,58 +240,6 @@ def _export_output(path: str | None) -> Iterator[TextIO]:
         return
     with open(path, "w", encoding="utf-8", newline="") as handle:  # OSError: one line (errors.py)
         yield handle
-
-
-def cmd_sandbox(args: argparse.Namespace) -> int:
-    from jlse.sandbox import SandboxServer, build_real_web, build_web
-
-    if args.web == "real":
-        if args.discovery:
-            raise ValueError("--discovery is a layout of the sandbox web, not of --web real")
-        web = build_real_web(seed=args.seed, fraction=args.fraction)
-    else:
-        web = build_web(seed=args.seed, scale=args.scale, discovery=args.discovery)
-    if args.action == "truth":
-        if args.sites:
-            web.write_site_truth(Path(args.out))
-            print(f"site truth of {len(web.site_truth())} sites written to {args.out}")
-        else:
-            web.write_truth(Path(args.out))
-            print(f"ground truth of {web.n_pages} pages written to {args.out}")
-        return EXIT_OK
-    if args.action == "topic":
-        if args.name not in web.topics:
-            print(f"error: unknown topic {args.name!r}; choose from {', '.join(web.topics)}",
-                  file=sys.stderr)
-            return EXIT_USAGE
-        path = web.write_topic_dir(args.name, Path(args.out), keywords_only=args.keywords_only)
-        print(f"topic directory written to {path}")
-        return EXIT_OK
-    return _serve_sandbox(SandboxServer(web, host=args.host, port=args.port,
-                                        latency=args.latency), args)
-
-
-def _serve_sandbox(server: Any, args: argparse.Namespace) -> int:
-    web = server.web
-    try:
-        server.start()
-    except OSError as exc:  # port in use, or an address this machine does not have
-        hint = " (pick another --port)" if exc.errno == errno.EADDRINUSE else ""
-        raise UnavailableError(f"cannot serve on {args.host}:{args.port}: "
-                               f"{exc.strerror or exc}{hint}") from exc
-    print(f"sandbox web: {len(web.sites)} sites, {web.n_pages} pages; "
-          f"use it as an HTTP proxy: HTTP_PROXY={server.proxy_url} (its search engine, "
-          f"SearxNG's JSON API: --search http://{args.host}:{server.port})  Ctrl+C stops",
-          flush=True)
-    try:
-        import threading
-
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-    return EXIT_OK
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -367,8 +322,8 @@ def _add_crawl_parser(sub: Any) -> None:
     crawl.add_argument("--topic", required=True, type=Path, help="topic directory")
     crawl.add_argument("--max-pages", type=int, help="page budget, robots.txt not counted "
                        "(default: max_pages of topic.toml, else 1000)")
-    crawl.add_argument("--strategy", help="link strategy (default: strategy of topic.toml, "
-                       "else auto); an unknown name lists the available ones")
+    strategy_option(crawl, "--strategy", "link strategy: %(names)s (default: strategy of "
+                    "topic.toml, else auto: jlse with samples or keywords, else bfs)")
     crawl.add_argument("--concurrency", type=int, help="pages in flight at once (default: "
                        "concurrency of topic.toml, else 16)")
     crawl.add_argument("--store", help="crawl database URL, sqlite:///... or postgresql://... "
@@ -468,30 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "page (default: WORKDIR/warc)")
     export.set_defaults(func=cmd_export)
 
-    sandbox = sub.add_parser("sandbox", help="the built-in test web: serve it, its ground "
-                             "truth, a topic directory for it")
-    sandbox.add_argument("action", choices=("serve", "truth", "topic"),
-                         help="serve: an HTTP proxy; truth: ground truth JSON lines; topic: a "
-                         "topic directory")
-    sandbox.add_argument("name", nargs="?", help="topic name (for 'topic')")
-    sandbox.add_argument("--host", default="127.0.0.1", help="address to serve on")
-    sandbox.add_argument("--port", type=port_number, default=8899, help="port to serve on "
-                         "(0: any free port)")
-    sandbox.add_argument("--seed", type=int, default=7, help="the web's random seed")
-    sandbox.add_argument("--scale", type=float, default=1.0, help="pages per site, multiplied")
-    sandbox.add_argument("--latency", type=float, default=0.0, help="seconds per response")
-    sandbox.add_argument("--out", default="sandbox-out", help="output path (truth/topic)")
-    sandbox.add_argument("--discovery", action="store_true", help="the discovery web: the "
-                         "sandbox plus a long tail of small sites the seeds barely link to")
-    sandbox.add_argument("--sites", action="store_true", help="truth: one line per site "
-                         "(its majority topic and share) instead of per page")
-    sandbox.add_argument("--keywords-only", action="store_true", help="topic: seeds.txt and "
-                         "topic.toml (keywords) without sample pages")
-    sandbox.add_argument("--web", choices=("sandbox", "real"), default="sandbox", help="real: "
-                         "the real-text web (20 Newsgroups posts; `make corpus` fetches them)")
-    sandbox.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
-                         "of the posts kept (a stratified slice)")
-    sandbox.set_defaults(func=cmd_sandbox)
+    add_sandbox_parser(sub)
 
     train = sub.add_parser("train", help="fit the topic's classifiers, report CV accuracy, save them")
     train.add_argument("--topic", required=True, type=Path, help="topic directory")
@@ -513,8 +445,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="--web real: the topic directories' 20 irrelevant samples drawn "
                           "at random from the other topics (some topic may have none) or "
                           "as many from each other topic")
-    evaluate.add_argument("--strategies", help="strategies to compare (default: "
-                          "bfs,best-first,ata,jlse)")
+    strategy_option(evaluate, "--strategies", "strategies to compare, comma-separated, "
+                    "among %(names)s (default: bfs,best-first,ata,jlse)")
     evaluate.add_argument("--budget", type=int, help="pages per crawl (default: 2000; with "
                           "--discovery 500 per discovery run)")
     evaluate.add_argument("--out", help="report and plots directory (default: runs/eval; with "
@@ -555,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web (no setup needed)")
     demo.add_argument("--topic", default="phones", help="sandbox topic")
     demo.add_argument("--max-pages", type=int, help="page budget (default: 500)")
-    demo.add_argument("--strategy", help="link strategy (default: jlse)")
+    strategy_option(demo, "--strategy", "link strategy: %(names)s (default: jlse)")
     demo.add_argument("--workdir", default="runs/demo", help="deleted and written anew")
     demo.add_argument("--set", action="append", metavar="KEY=VALUE",
                       help="any setting (repeatable); the flags above win over it")

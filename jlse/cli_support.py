@@ -29,6 +29,22 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class StrategyNames:
+    """The strategy names in an option's help (``%(names)s``): looked up only when the help is
+    shown, so every other command starts without importing the models."""
+
+    def __str__(self) -> str:
+        from jlse.models.strategy_catalog import available_strategies
+
+        return ", ".join(available_strategies())
+
+
+def strategy_option(parser: argparse.ArgumentParser, flag: str, text: str) -> None:
+    """``flag`` with ``text`` (which names ``%(names)s``) as its help."""
+    action = parser.add_argument(flag, help=text)
+    action.names = StrategyNames()  # type: ignore[attr-defined]  # argparse's help % vars(action)
+
+
 def version() -> str:
     """The installed jlse's version."""
     from importlib.metadata import PackageNotFoundError

@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from jlse.progress import CrawlProgress
+from jlse.progress import CrawlProgress, hold_up_note
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
 from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.metrics import serve_crawl
@@ -29,6 +29,8 @@ from jlse.workers.page_pool import ThreadPagePool
 from jlse.workers.pipeline import PageResult
 
 log = logging.getLogger(__name__)
+
+HOLD_UPS_EVERY = 2.0  # seconds between looks at why the crawl runs below its concurrency
 
 
 class RobotsKnownHosts:
@@ -83,6 +85,7 @@ class EmbeddedCrawler:
         self._last_start = time.monotonic()
         self._robots_known = RobotsKnownHosts()
         self._stopping = False
+        self._hold_ups_at = 0.0
 
     @property
     def counters(self) -> dict[str, int]:
@@ -149,6 +152,7 @@ class EmbeddedCrawler:
             if self.fetched() >= self.settings.max_pages:
                 return "page budget reached"
             self._submit_ready(pool)
+            self._say_hold_ups(pool)
             if not pool.in_flight():
                 if len(self.frontier) == 0:
                     return "frontier empty"
@@ -182,6 +186,22 @@ class EmbeddedCrawler:
             self._started += 1
             self._low_started += task.priority < low_below
             self._last_start = time.monotonic()
+
+    def _say_hold_ups(self, pool: ThreadPagePool) -> None:
+        """Every ``HOLD_UPS_EVERY`` seconds, tell the progress line why fewer pages than
+        ``concurrency`` run while URLs are queued (hosts waiting out their delay, low URLs
+        held back), or that nothing holds the crawl."""
+        now = time.monotonic()
+        if self.progress is None or now - self._hold_ups_at < HOLD_UPS_EVERY:
+            return
+        self._hold_ups_at = now
+        note = ""
+        if len(self.frontier) and \
+                pool.running(self.settings.straggler_seconds) < self.settings.concurrency:
+            low_below = self._low_priority_bound()
+            held = -math.inf if self._low_slot_free(low_below) else low_below
+            note = hold_up_note(self.frontier.hold_ups(held))
+        self.progress.note(note)
 
     def _low_slot_free(self, low_below: float) -> bool:
         """Whether a "low" URL may start now: fewer than ``low_priority_slots`` are in flight,

@@ -33,6 +33,7 @@ TIME_FIELDS = frozenset({"fetched_at", "discovered_at"})
 BODY_FIELDS = frozenset({"text", "html"})
 TIME_FORMATS = ("unix", "iso")
 FORMATS = ("jsonl", "csv")
+WORKDIR_META = "workdir"  # crawl database meta: the embedded crawl's folder (pages/, warc/)
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # all but tab and newline
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -56,6 +57,7 @@ class PageContents:
     """A page's stored body: the page repository first, then the crawl's WARC files."""
 
     def __init__(self, pages_dir: Path | None, warc_dir: Path | None) -> None:
+        self.looked_in = [folder for folder in (pages_dir, warc_dir) if folder is not None]
         self.pages = PageRepository(pages_dir) if pages_dir and pages_dir.is_dir() else None
         self.warc_dir = warc_dir if warc_dir and warc_dir.is_dir() else None
         self._warc: WarcIndex | None = None
@@ -73,6 +75,20 @@ class PageContents:
             self.missing += 1
             return None
         return decode_html(body, content_type)[0]
+
+
+def missing_note(contents: PageContents, crawl_workdir: str | None) -> str:
+    """Why ``contents.missing`` pages have an empty text/html, and where their bodies may be:
+    the folder the embedded crawl recorded (``WORKDIR_META``), when export looked elsewhere."""
+    looked = " and ".join(f"{folder}{'' if folder.is_dir() else ' (not there)'}"
+                          for folder in contents.looked_in)
+    note = (f"note: {contents.missing} pages have no stored copy in {looked}, so their "
+            "text/html is empty")
+    looked_dirs = {folder.resolve() for folder in contents.looked_in}
+    if crawl_workdir and Path(crawl_workdir, "pages").resolve() not in looked_dirs:
+        return (f"{note}; the crawl kept its pages in {crawl_workdir}: add --workdir "
+                f"{crawl_workdir} (or --pages DIR, --warc DIR)")
+    return f"{note}; point export at the pages with --workdir, --pages DIR or --warc DIR"
 
 
 def export_pages(store: CrawlStore, out: TextIO, fmt: str = "jsonl",

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import logging
+import math
+import shlex
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from jlse.records import Outcome
+from jlse.redact import strip_credentials
+from jlse.scheduler.frontier import HoldUps
+from jlse.scheduler.robots import NOT_THERE_RETRY_AFTER
 from jlse.settings import Settings
 
 log = logging.getLogger(__name__)
+
+NOTE_LOG_EVERY = 60.0  # seconds between crawl.log lines of a lasting hold-up
 
 # A host answered (a page, an error status, a robots.txt that forbids) / no host could be asked.
 ANSWERED = frozenset(o.value for o in (
@@ -35,6 +43,9 @@ class CrawlProgress:
                          dynamic_ncols=True, smoothing=0.1)
         self._last_postfix = 0.0
         self._seeds: SeedWatch | None = None
+        self._postfix: dict[str, Any] = {}
+        self._note = ""  # why the crawl runs below its concurrency (hold_up_note)
+        self._note_logged = -math.inf
 
     def watch_seeds(self, seeds: int, settings: Settings) -> None:
         """Warn on screen when every seed URL was turned back before any page was fetched."""
@@ -52,11 +63,41 @@ class CrawlProgress:
         self._last_postfix = now
         fetched, relevant = counters.get("fetched", 0), counters.get("relevant", 0)
         harvest = relevant / fetched if fetched else 0.0
-        self._bar.set_postfix(relevant=relevant, harvest=f"{harvest:.2f}",
-                              frontier=frontier_size, refresh=False)
+        self._postfix = {"relevant": relevant, "harvest": f"{harvest:.2f}",
+                         "frontier": frontier_size}
+        self._show_postfix(refresh=False)
+
+    def note(self, text: str) -> None:
+        """Say why the crawl is slow ("" once it is not); in crawl.log too, once a minute."""
+        now = time.monotonic()
+        if text and (not self._note or now - self._note_logged >= NOTE_LOG_EVERY):
+            log.info("below concurrency: %s", text)
+            self._note_logged = now
+        if text != self._note:
+            self._note = text
+            self._show_postfix(refresh=True)
+
+    def _show_postfix(self, refresh: bool) -> None:
+        self._bar.set_postfix(self._postfix, refresh=False)
+        if self._note:
+            self._bar.postfix = f"{self._bar.postfix}, {self._note}".lstrip(", ")
+        if refresh:
+            self._bar.refresh()
 
     def close(self) -> None:
         self._bar.close()
+
+
+def hold_up_note(hold_ups: HoldUps) -> str:
+    """What holds the crawl back, for the progress line ("" when nothing is held)."""
+    parts = []
+    if hold_ups.waiting:
+        hosts = f"{hold_ups.waiting} busy host{'' if hold_ups.waiting == 1 else 's'}"
+        parts.append(f"waiting for {hosts} (politeness)")
+    if hold_ups.low_urls:
+        parts.append(f"{hold_ups.low_urls} low-priority URLs of {hold_ups.low_hosts} "
+                     f"host{'' if hold_ups.low_hosts == 1 else 's'} held back (priority_slack)")
+    return "; ".join(parts)
 
 
 class SeedWatch:
@@ -77,8 +118,10 @@ class SeedWatch:
         self.warned = True
         log.warning("no seed host could be reached so far: robots.txt of every seed host failed "
                     "(host not found, connection refused or server error; details in "
-                    "crawl.log). Retrying each host every %.0f s, %d times, then giving up",
-                    self.retry_after, self.retries)
+                    "crawl.log). Retrying each host %d times (one not found or refusing "
+                    "connections every %.0f s, one timing out or answering 5xx every %.0f s), "
+                    "then giving up", self.retries,
+                    min(self.retry_after, NOT_THERE_RETRY_AFTER), self.retry_after)
         return True
 
 
@@ -122,8 +165,16 @@ class CrawlSummary:
         return answered == 0 and failed > 0 and self.reason != "interrupted"
 
     def export_line(self) -> str:
-        where = f"--workdir {self.workdir}" if self.workdir else f"--store {self.store_url}"
-        return f"  export with     jlse export {where} --format csv --out pages.csv"
+        """The export command of this crawl: its workdir (the crawl database, the pages); a
+        database elsewhere as ``--store`` without its password (export reads PGPASSWORD or
+        ~/.pgpass, as the crawl did)."""
+        args = []
+        if not self.workdir or not _is_workdir_db(self.store_url, self.workdir):
+            args += ["--store", strip_credentials(self.store_url)]
+        if self.workdir:
+            args += ["--workdir", self.workdir]
+        return (f"  export with     jlse export {shlex.join(args)} --format csv "
+                "--out pages.csv")
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -160,3 +211,10 @@ class CrawlSummary:
             return f"  pages fetched   {self.fetched}  in {self.elapsed:.1f} s  ({rate})"
         return (f"  pages fetched   {self.fetched}  ({self.session_fetched} in this session, "
                 f"{self.elapsed:.1f} s: {rate})")
+
+
+def _is_workdir_db(store_url: str, workdir: str) -> bool:
+    """Whether ``store_url`` is the workdir's own crawl.db (what --workdir alone opens)."""
+    prefix = "sqlite:///"
+    return store_url.startswith(prefix) and \
+        Path(store_url[len(prefix):]) == (Path(workdir) / "crawl.db").resolve()

@@ -41,6 +41,9 @@ class Outcome(str, Enum):
     ERROR = "error"  # anything unexpected; logged with a traceback, crawl goes on
 
 
+# The error of a CONNECTION_ERROR after the host answered (it exists and listens).
+BODY_FAILED = "body transfer failed"
+
 # Outcomes where no page request reached the host: they do not count against the page budget.
 UNCOUNTED_OUTCOMES = frozenset({
     Outcome.ROBOTS_DISALLOWED, Outcome.ROBOTS_UNAVAILABLE, Outcome.TRAP, Outcome.OUT_OF_SCOPE,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jlse.embedded import EmbeddedCrawler
+from jlse.export import WORKDIR_META
 from jlse.learner.background import BackgroundLearner, QTableHolder, qtable_file_name
 from jlse.learner.context_graph import ContextGraphLearner
 from jlse.models import link_index, tokenizer
@@ -72,7 +73,7 @@ def run_crawl(
     try:
         _log_start(topic, store_url, resume)
         resuming = _check_resume(store, resume, store_url)
-        _write_meta(store, topic, settings)
+        _write_meta(store, topic, settings, workdir)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
         crawler = _build_crawler(settings, store, strategy, model, workdir, progress, learner,
                                  resuming, holder)
@@ -215,11 +216,12 @@ def _log_start(topic: Topic, store_url: str, resume: bool) -> None:
     log.info("topic model: %s", topic.model_origin or "none")
 
 
-def _write_meta(store: CrawlStore, topic: Topic, settings: Settings) -> None:
+def _write_meta(store: CrawlStore, topic: Topic, settings: Settings, workdir: Path) -> None:
     previous = store.get_meta("strategy")
     if previous and previous != settings.strategy:
         log.warning("resuming a %s crawl with strategy %s", previous, settings.strategy)
     store.set_meta("topic", topic.name)
+    store.set_meta(WORKDIR_META, str(workdir.resolve()))  # its pages: jlse export says where
     store.set_meta("strategy", settings.strategy)
     store.set_meta("settings", json.dumps(without_credentials(settings.to_dict())))
 

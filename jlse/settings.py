@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
+from urllib.parse import urlsplit
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,6 +28,7 @@ WARC_MODES = ("off", "also", "only")
 MAX_FRONTIER_SHARDS = 1024  # a dispatcher round and a status read touch every shard
 DISCOVERY_OPERATORS = ("forward", "backward", "keyword", "related")  # docs/algorithms.md §3
 DISCOVERY_CHOOSERS = ("ucb1", "random", *DISCOVERY_OPERATORS)  # an operator: that one always
+SEARCH_DIRECT = "direct"  # search_proxy: never through a proxy
 
 class SettingsError(ValueError):
     """A setting is unknown, has the wrong type or an impossible value."""
@@ -147,6 +149,8 @@ class Settings:
     discovery_home_pages: bool = True  # fetch each site's home page; a site ranks no higher than it
     search_rate: float = 1.0  # search requests per second at most
     search_retries: int = 2  # more tries of a search answering 5xx or unreachable
+    # "": HTTP(S)_PROXY / NO_PROXY (a loopback search URL always direct); "direct"; a proxy URL
+    search_proxy: str = ""
     # --- topic description (topic.toml) ---
     name: str = ""
     keywords: list[str] = field(default_factory=list)
@@ -226,6 +230,7 @@ class Settings:
             raise SettingsError(f"discovery_alpha: must lie in [0, 1], got {self.discovery_alpha}")
         if self.search_rate <= 0 or self.search_retries < 0:
             raise SettingsError("search_rate: must be positive; search_retries: not negative")
+        _validate_search_proxy(self.search_proxy)
 
     def replace(self, **changes: Any) -> Settings:
         return apply_overrides(self, changes, source="override")
@@ -237,6 +242,19 @@ class Settings:
         """The settings whose value is not the default, by name."""
         defaults = Settings().to_dict()
         return {key: value for key, value in self.to_dict().items() if value != defaults[key]}
+
+
+def _validate_search_proxy(value: str) -> None:
+    if value in ("", SEARCH_DIRECT):
+        return
+    parts = urlsplit(value)
+    try:
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number
+        valid = False
+    if not valid:  # the value is not shown: a proxy URL may hold a password
+        raise SettingsError('search_proxy: "" (HTTP(S)_PROXY and NO_PROXY), "direct" or an '
+                            "http(s)://HOST:PORT proxy URL")
 
 
 _HINTS = get_type_hints(Settings)

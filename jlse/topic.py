@@ -34,6 +34,7 @@ MODEL_DIR = "model"  # saved model files (jlse train) inside the topic directory
 PAGE_CV_KEYS = {"page_nb": "nb", "page_kde_nb": "kde-nb", "vsm": "vsm"}  # model source -> CV key
 BOOTSTRAP_FILE = "bootstrap.json"  # in samples/: written by jlse discover --topic-out
 CHANCE_MARGIN = 0.05  # a page classifier within this of the majority class's share is "at chance"
+BAD_SEEDS_SHOWN = 5  # bad lines of a seeds file named in its error (then a count)
 _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
@@ -100,18 +101,31 @@ def read_seeds(path: Path) -> list[str]:
     if not path.exists():
         raise TopicError(f"{path}: missing - a topic needs seed URLs, one per line")
     seeds: list[str] = []
+    bad: list[tuple[int, str]] = []
     for number, line in enumerate(read_text(path).splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         url = canonicalize(line)
         if url is None:
-            raise TopicError(f"{path}:{number}: not an http(s) URL: {line!r}")
-        if url not in seeds:
+            bad.append((number, line))
+        elif url not in seeds:
             seeds.append(url)
+    if bad:
+        raise TopicError(_bad_seed_lines(path, bad))
     if not seeds:
         raise TopicError(f"{path}: no seed URLs")
     return seeds
+
+
+def _bad_seed_lines(path: Path, bad: list[tuple[int, str]]) -> str:
+    """Every bad line of a seeds file, up to ``BAD_SEEDS_SHOWN`` of them, in one message."""
+    if len(bad) == 1:
+        number, line = bad[0]
+        return f"{path}:{number}: not an http(s) URL: {line!r}"
+    shown = "; ".join(f"line {number}: {line[:80]!r}" for number, line in bad[:BAD_SEEDS_SHOWN])
+    more = f"; and {len(bad) - BAD_SEEDS_SHOWN} more" if len(bad) > BAD_SEEDS_SHOWN else ""
+    return f"{path}: {len(bad)} lines are not http(s) URLs: {shown}{more}"
 
 
 def parse_sample(file: Path) -> ParsedPage | None:
@@ -281,9 +295,7 @@ def relevance_reason(topic: Topic, source: str) -> str:
         return why
     if source == "vsm" and not (samples.relevant and samples.irrelevant):
         return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
-                "(docs/algorithms.md §4): a keyword-only topic has no sample pages to train a "
-                "classifier on. To train one, bootstrap samples: jlse discover --topic DIR "
-                "--search URL --topic-out NEW_DIR")
+                "(docs/algorithms.md §4): " + _how_to_train(topic))
     if source == "vsm":
         return (f"the position-weighted VSM of the {len(samples.keywords)} keywords "
                 f"(page_classifier = vsm), idf from the {len(samples.relevant) + len(samples.irrelevant)} "
@@ -293,6 +305,23 @@ def relevance_reason(topic: Topic, source: str) -> str:
     if source == "anchor_nb":
         return "NB over the labelled anchor texts: no sample pages nor keywords"
     return source
+
+
+def _how_to_train(topic: Topic) -> str:
+    """What a topic without both classes of samples needs for a trained classifier; not the
+    bootstrap command again on a topic that command made (it would make the same samples)."""
+    samples = topic.samples
+    bootstrap = read_bootstrap(topic.path)
+    if bootstrap is None:
+        return ("a keyword-only topic has no sample pages to train a classifier on. To train "
+                f"one, bootstrap samples: jlse discover --topic {topic.path} --search URL "
+                "--topic-out NEW_DIR --bootstrap-samples")
+    lacking = "relevant" if not samples.relevant else "irrelevant"
+    return (f"the samples bootstrapped by jlse discover have {len(samples.relevant)} relevant "
+            f"and {len(samples.irrelevant)} irrelevant pages, and a classifier needs both. Add "
+            f"{lacking} pages to {topic.path / 'samples' / lacking}/ (saved HTML), or bootstrap "
+            "again from a longer discovery run (--max-pages) of the source topic "
+            f"{bootstrap.get('source_topic', '')}")
 
 
 def _stale_reason(model: TopicModel, topic: Topic) -> str:

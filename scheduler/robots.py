@@ -8,7 +8,11 @@ What a robots.txt fetch means (RFC 9309 section 2.3.1):
 * 2xx: the rules are parsed (protego) and obeyed for the user-agent token ``jlse``.
 * 4xx, too many redirects, a refused address: "unavailable", everything is allowed.
 * 5xx, 429, timeout, connection error: "unreachable", the whole host is disallowed and the answer
-  is cached only for ``robots_retry_after`` seconds, after which robots.txt is fetched again.
+  is cached only for ``robots_retry_after`` seconds, after which robots.txt is fetched again. A
+  host that is not there (name not found, connection refused: no answer at all, at once) is
+  asked again sooner, after ``NOT_THERE_RETRY_AFTER`` seconds: asking costs it nothing, and a
+  crawl whose seed hosts are all gone ends in seconds, not minutes. A slow or failing host
+  (timeout, 5xx) keeps the full wait.
 
 robots.txt fetches have their own deadline (``robots_deadline``) and at most ``robots_slots`` run
 at once per cache: when they are all taken, a URL of a host not yet known is *pending* (its
@@ -30,7 +34,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from jlse.records import Outcome
+from jlse.records import BODY_FAILED, Outcome
 
 if TYPE_CHECKING:
     from jlse.settings import Settings
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNREACHABLE_OUTCOMES = {Outcome.TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.ERROR}
+NOT_THERE_RETRY_AFTER = 5.0  # seconds (at most robots_retry_after): see the docstring
 PENDING_HOSTS = 100_000  # hosts remembered as waiting for a robots.txt slot
 PENDING_TTL = 600.0  # seconds a waiting host is remembered
 
@@ -57,6 +62,9 @@ class RobotsResponse(Protocol):
 
     @property
     def error(self) -> str: ...
+
+    @property
+    def n_bytes(self) -> int: ...
 
 
 @dataclass
@@ -237,7 +245,8 @@ class RobotsCache:
         if result.outcome is Outcome.OK:
             return self._parsed_entry(robots_url, result.text or "")
         if _is_unreachable(result):
-            return self._unreachable_entry(robots_url, result.error or result.outcome.value)
+            return self._unreachable_entry(robots_url, result.error or result.outcome.value,
+                                           _is_not_there(result))
         log.info(
             "%s unavailable (%s): all allowed", robots_url, result.error or result.outcome.value
         )
@@ -254,8 +263,11 @@ class RobotsCache:
         return _Entry(expires_at=expires_at, rules=rules, crawl_delay=self._capped_delay(delay),
                       sitemaps=tuple(rules.sitemaps))
 
-    def _unreachable_entry(self, robots_url: str, reason: str) -> _Entry:
+    def _unreachable_entry(self, robots_url: str, reason: str, not_there: bool = False
+                           ) -> _Entry:
         retry_after = self.settings.robots_retry_after
+        if not_there:
+            retry_after = min(retry_after, NOT_THERE_RETRY_AFTER)
         log.warning(
             "%s unreachable (%s): host disallowed for %.0f s", robots_url, reason, retry_after
         )
@@ -283,6 +295,13 @@ class RobotsCache:
 def robots_slots(settings: Settings) -> int:
     """robots.txt fetches allowed at once: ``robots_slots``, or a quarter of ``concurrency``."""
     return settings.robots_slots or max(1, settings.concurrency // 4)
+
+
+def _is_not_there(result: RobotsResponse) -> bool:
+    """No answer from the host at all: its name not found, the connection refused or reset
+    before a response (not a timeout: a slow host may be alive)."""
+    return (result.outcome is Outcome.CONNECTION_ERROR and result.status_code is None
+            and result.n_bytes == 0 and not result.error.startswith(BODY_FAILED))
 
 
 def _is_unreachable(result: RobotsResponse) -> bool:

@@ -262,6 +262,7 @@ def test_encoded_and_numeric_hosts_are_refused(url: str, proxied: bool) -> None:
     "host",
     ["redis", "postgres", "metadata", "instance-data", "metadata.google.internal",
      "db.internal", "printer.local", "box.localdomain", "nas.home.arpa", "router.lan",
+     "kubernetes.default.svc", "KUBERNETES.Default.SVC.", "api.ns.svc.cluster.local",
      "%72%65%64%69%73"],  # "redis", %-encoded
 )
 def test_internal_names_are_refused_through_a_proxy_only(host: str) -> None:
@@ -319,7 +320,10 @@ def recording_proxy() -> Iterator[ThreadingHTTPServer]:
 
 
 @pytest.mark.parametrize("target", [*ENCODED_INTERNAL, "http://metadata.google.internal/x",
-                                    "http://instance-data/latest/", "http://redis:6379/"])
+                                    "http://instance-data/latest/", "http://redis:6379/",
+                                    "http://kubernetes.default.svc/robots.txt",
+                                    "https://kubernetes.default.svc.cluster.local/api",
+                                    "http://printer.local/robots.txt"])
 def test_robots_redirect_to_a_disguised_internal_host_never_reaches_the_proxy(
     recording_proxy: ThreadingHTTPServer, target: str
 ) -> None:
@@ -329,6 +333,19 @@ def test_robots_redirect_to_a_disguised_internal_host_never_reaches_the_proxy(
     result = Fetcher(Settings(proxy=proxy, read_timeout=2, fetch_deadline=3)).fetch_robots(start)
     assert result.outcome is Outcome.ADDRESS_REFUSED, result.error
     assert recording_proxy.requests == [start]  # the redirect's target never went out
+
+
+def test_robots_redirect_to_an_internal_name_reaches_the_proxy_with_allow_private(
+    recording_proxy: ThreadingHTTPServer,
+) -> None:
+    """The topic's allow_private switch lifts the rule: the crawl of an internal web goes on."""
+    start, target = "http://hostile.example/robots.txt", "http://kubernetes.default.svc/robots.txt"
+    recording_proxy.redirects[start] = target
+    proxy = f"http://127.0.0.1:{recording_proxy.server_address[1]}"
+    settings = Settings(proxy=proxy, read_timeout=2, fetch_deadline=3, allow_private=True)
+    result = Fetcher(settings).fetch_robots(start)
+    assert result.outcome is Outcome.HTTP_ERROR and result.status_code == 404, result.error
+    assert recording_proxy.requests == [start, target]
 
 
 def test_page_redirect_target_is_refused_when_fetched_through_a_proxy(

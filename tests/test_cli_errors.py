@@ -4,6 +4,7 @@ command in a subprocess and checks the exit code and the first line of standard 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -151,6 +152,30 @@ def test_sandbox_serve_on_an_invalid_port():
     assert_one_line_error(done, EXIT_USAGE, "--port", "0-65535")
 
 
+@pytest.mark.parametrize("args, said", [
+    ([], "error: give a topic name: jlse sandbox topic NAME, NAME one of phones, cameras, "
+         "laptops"),
+    (["tablets"], "error: unknown topic 'tablets': jlse sandbox topic NAME, NAME one of phones"),
+])
+def test_sandbox_topic_without_a_known_name_lists_them(args, said, tmp_path):
+    done = jlse("sandbox", "topic", *args, "--out", str(tmp_path / "t"), timeout=60)
+    assert assert_one_line_error(done, EXIT_USAGE).startswith(said)
+    assert not (tmp_path / "t").exists()
+
+
+def test_seeds_with_several_bad_lines_are_all_reported(tmp_path):
+    topic = tmp_path / "topic"
+    topic.mkdir()
+    lines = ["# seeds", "http://a.test/", "ftp://b.test/", "", "www.c.test", "http://d.test/",
+             *[f"not a url {n}" for n in range(6)]]
+    (topic / "seeds.txt").write_text("\n".join(lines) + "\n")
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), timeout=60)
+    line = assert_one_line_error(done, EXIT_USAGE, "seeds.txt: 8 lines are not http(s) URLs")
+    assert "line 3: 'ftp://b.test/'; line 5: 'www.c.test'; line 7: 'not a url 0'" in line
+    assert line.endswith("line 9: 'not a url 2'; and 3 more"), line
+    assert not (tmp_path / "w" / "crawl.db").exists()
+
+
 def test_output_reader_going_away_is_quiet():
     """`jlse ... | head`: the reader closes the pipe early; exit 0, nothing on stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "jlse.cli", "sandbox", "truth", "--out",
@@ -189,6 +214,23 @@ def test_a_crawl_that_reaches_no_seed_host_exits_4(topic, tmp_path):
     assert done.stderr.splitlines()[-1].startswith("error: no page was fetched: no seed host"), \
         done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_unreachable_seeds_end_the_crawl_in_seconds_with_the_default_retries(tmp_path):
+    """Two seed hosts that are not there (a closed port, a name not found): the default two
+    retries of each are seconds apart, not robots_retry_after (60 s) apart."""
+    topic = tmp_path / "topic"
+    topic.mkdir()
+    (topic / "seeds.txt").write_text(f"http://127.0.0.1:{free_port()}/\n"
+                                     "http://no-such-host.invalid/\n")
+    started = time.monotonic()
+    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"),
+                "--no-progress", "--json", "--set", "allow_private=true")
+    elapsed = time.monotonic() - started
+    assert done.returncode == EXIT_UNREACHABLE, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("error: no page was fetched"), done.stderr
+    assert json.loads(done.stdout)["outcomes"] == {"robots_unavailable": 2}
+    assert elapsed < 25, elapsed  # 10 s of retries; 120 s before
 
 
 def _stderr_until(proc: subprocess.Popen, text: str, timeout: float) -> float:

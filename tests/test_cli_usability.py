@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import argparse
+import csv
 import json
 import re
+import shlex
 import subprocess
 import sys
 from importlib.metadata import version
@@ -44,18 +47,42 @@ def _subcommands() -> dict:
 
 
 def test_every_subcommand_has_a_description_and_its_options_help():
-    for name, command in _subcommands().items():
+    commands = list(_subcommands().items())
+    for name, command in commands:
         assert command.description, name
         for action in command._actions:
             assert action.help, (name, action.dest)
+            if isinstance(action, argparse._SubParsersAction):  # jlse sandbox serve, ...
+                commands += [(f"{name} {sub}", parser) for sub, parser in action.choices.items()]
+    assert "sandbox serve" in dict(commands)
 
 
 def test_help_shows_defaults():
-    sandbox_help = _subcommands()["sandbox"].format_help()
-    assert "(default: 8899)" in sandbox_help and "(default: 127.0.0.1)" in sandbox_help
     assert "(default: 5)" in _subcommands()["train"].format_help()
     crawl_help = jlse("crawl", "--help").stdout
     assert "(default: runs/<topic" in crawl_help and "(default: None)" not in crawl_help
+
+
+def test_crawl_help_lists_the_strategies():
+    from jlse.models.strategy_catalog import available_strategies
+
+    crawl_help = " ".join(jlse("crawl", "--help").stdout.split())
+    assert f"link strategy: {', '.join(available_strategies())} (default:" in crawl_help
+    assert "jlse-paper" in crawl_help and "cfc" in crawl_help
+
+
+def test_each_sandbox_action_shows_only_its_own_options():
+    helps = {action: jlse("sandbox", action, "--help") for action in ("serve", "truth", "topic")}
+    assert all(done.returncode == 0 for done in helps.values())
+    own = {"serve": ("--port", "--host", "--latency"), "truth": ("--sites",),
+           "topic": ("--keywords-only", "NAME")}
+    for action, done in helps.items():
+        for other, flags in own.items():
+            for flag in flags:
+                assert (flag in done.stdout) == (action == other), (action, flag)
+        assert "--seed" in done.stdout and "--web" in done.stdout  # the web: every action's
+    assert "(default: 8899)" in helps["serve"].stdout
+    assert "(default: 127.0.0.1)" in helps["serve"].stdout
 
 
 def test_set_is_honoured_and_the_flags_win_over_it(phones_topic, sandbox, tmp_path):
@@ -89,6 +116,51 @@ def test_summary_says_how_to_export_and_crawl_log_says_what_the_crawl_is(
     assert "page budget 4" in head[0]
     assert "politeness_delay=0.02" in head[1] and f"proxy='{sandbox.proxy_url}'" in head[1]
     assert "topic model: trained on the fly" in head[2]
+
+
+def test_a_crawl_into_postgresql_says_an_export_that_works_and_export_finds_its_pages(
+        phones_topic, sandbox, pg_store_url, tmp_path):
+    """The summary's export line names the database (--store, no password) and the workdir
+    (the pages); export run elsewhere without the workdir says where it looked and where the
+    crawl kept its pages, instead of an empty text for every page without a word."""
+    workdir = tmp_path / "w"
+    store = pg_store_url.replace("postgresql://postgres@", "postgresql://postgres:pw@")
+    done = jlse("crawl", "--topic", str(phones_topic), "--workdir", str(workdir), "--store",
+                store, "--no-progress", "--max-pages", "6", "--set", "strategy=bfs",
+                "--set", f"proxy={sandbox.proxy_url}", *FAST)
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if "export with" in line]
+    argv = shlex.split(line.split("export with", 1)[1])
+    assert argv[:3] == ["jlse", "export", "--store"] and argv[3] == pg_store_url  # no password
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    export = [sys.executable, "-m", "jlse.cli", *argv[1:]]
+    out = elsewhere / "pages.csv"
+    followed = subprocess.run([*export, "--content"], capture_output=True, text=True, cwd=elsewhere,
+                              timeout=120)
+    assert followed.returncode == 0, followed.stderr
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) >= 3 and all(row["text"].strip() for row in rows if row["outcome"] == "ok")
+    assert "no stored copy" not in followed.stderr
+    bare = subprocess.run([sys.executable, "-m", "jlse.cli", "export", "--store", pg_store_url,
+                           "--content", "--all", "--out", "x.jsonl"], capture_output=True,
+                          text=True, cwd=elsewhere, timeout=120)
+    assert bare.returncode == 0, bare.stderr
+    assert "pages have no stored copy in pages (not there) and warc (not there)" in bare.stderr
+    assert f"the crawl kept its pages in {workdir}: add --workdir {workdir}" in bare.stderr
+
+
+def test_a_polite_crawl_says_why_it_runs_below_its_concurrency(
+        phones_topic, sandbox, tmp_path, capfd):
+    """A delay of 1 s per host and 8 fetch slots: the progress line says hosts are waiting
+    out their politeness delay (and so does crawl.log), rather than a bare low rate."""
+    run_crawl(phones_topic, {"proxy": sandbox.proxy_url, "politeness_delay": 1.0,
+                             "max_pages": 16, "concurrency": 8, "robots_retry_after": 0.5},
+              workdir=tmp_path / "w", progress=True)
+    bar = capfd.readouterr().err
+    assert re.search(r"frontier=\d+, waiting for \d+ busy hosts? \(politeness\)", bar), bar
+    log = (tmp_path / "w" / "crawl.log").read_text(encoding="utf-8")
+    assert re.search(r"INFO jlse.progress: below concurrency: waiting for \d+ busy host", log)
 
 
 def test_log_level_option(tmp_path):

@@ -38,8 +38,15 @@ from discovery_helpers import (
 )
 from protego import Protego
 
-from jlse.discovery.search import SearchClient, SearchError, search_endpoint
+from jlse.discovery.search import (
+    DOWN_SECONDS,
+    SearchClient,
+    SearchError,
+    SearchSkipped,
+    search_endpoint,
+)
 from jlse.sandbox import SandboxServer
+from jlse.sandbox.search import SEARCH_HOST
 from jlse.topic import read_seeds
 
 BUDGET = 80  # pages of the two main runs
@@ -122,12 +129,12 @@ class Run:
         return read_jsonl(self.out.with_name(f"{self.out.stem}.pages.jsonl"))
 
 
-def discover(server, topic: Path, tmp: Path, *extra: str) -> Run:
+def discover(server, topic: Path, tmp: Path, *extra: str, search: str = "") -> Run:
     (tmp / "out").mkdir()
     out, seeds_out, workdir = tmp / "out" / "sites.jsonl", tmp / "out" / "seeds.txt", tmp / "w"
     mark = len(server.log)
     done = run(server.proxy_url, "discover", "--topic", str(topic), "--search",
-               server.proxy_url, "--max-pages", str(BUDGET), "--workdir", str(workdir),
+               search or server.proxy_url, "--max-pages", str(BUDGET), "--workdir", str(workdir),
                "--out", str(out), "--seeds-out", str(seeds_out), "--no-progress", *FAST, *extra)
     assert done.returncode == 0, done.stderr
     return Run(done, workdir, topic, out, seeds_out, server.log[mark:])
@@ -146,8 +153,10 @@ def samples_run(server, web, topics, tmp_path_factory) -> Run:
 
 @pytest.fixture(scope="module")
 def keywords_run(server, topics, tmp_path_factory) -> Run:
-    """A discovery from keywords alone: no samples, no seeds (human-readable summary)."""
-    return discover(server, topics.keywords, tmp_path_factory.mktemp("keywords-run"))
+    """A discovery from keywords alone: no samples, no seeds (human-readable summary); its
+    search engine, search.test, is reachable only through the proxy of HTTP_PROXY."""
+    return discover(server, topics.keywords, tmp_path_factory.mktemp("keywords-run"),
+                    search=f"http://{SEARCH_HOST}")
 
 
 # --- the search client ---------------------------------------------------------------------
@@ -252,6 +261,34 @@ def test_search_client_empty_and_slow_and_missing(server):
         client.close()
 
 
+def test_a_dead_search_engine_is_not_asked_again_for_a_while():
+    """Searches fail fast once the engine is down: the first one with its retries, the second
+    with one try, then none is sent for DOWN_SECONDS (doubled after a failed probe)."""
+    now = [1000.0]
+    sleep = RecordingSleep()
+    client = SearchClient(f"http://127.0.0.1:{closed_port()}", rate=1000, retries=2,
+                          sleep=sleep, clock=lambda: now[0])
+    with pytest.raises(SearchError, match=r"unreachable: ConnectionError \(3 tries\)") as first:
+        client.search("phone one")
+    with pytest.raises(SearchError, match=r"\(1 tries\)") as second:
+        client.search("phone two")
+    assert first.value.problem == second.value.problem  # one kind of problem: warned once
+    backoff = [seconds for seconds in sleep.calls if seconds >= 1]  # not the rate's turns
+    assert (client.requests, client.failures, backoff) == (4, 2, [2.0, 4.0])
+    for query in ("phone three", "phone four"):
+        with pytest.raises(SearchSkipped, match="not asked, the engine is down"):
+            client.search(query)
+    assert (client.requests, client.failures) == (4, 2)
+    now[0] += DOWN_SECONDS + 1
+    with pytest.raises(SearchError, match=r"\(1 tries\)"):  # the probe
+        client.search("phone five")
+    now[0] += DOWN_SECONDS + 1  # down twice as long after a failed probe
+    with pytest.raises(SearchSkipped):
+        client.search("phone six")
+    assert (client.requests, client.failures) == (5, 3)
+    client.close()
+
+
 def test_search_endpoint():
     assert search_endpoint("http://127.0.0.1:8888") == "http://127.0.0.1:8888/search"
     assert search_endpoint("http://h:1/fault/500/") == "http://h:1/fault/500/search"
@@ -261,6 +298,55 @@ def test_search_endpoint():
             search_endpoint(bad)
     with pytest.raises(ValueError, match="--search 'ftp://x'"):
         SearchClient("ftp://x")
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+def test_search_client_goes_through_the_proxy_of_the_environment(server, no_proxy_env):
+    """search.test answers only through the sandbox's proxy: HTTP_PROXY is honoured, NO_PROXY
+    too, and the error says which route was tried."""
+    no_proxy_env.setenv("HTTP_PROXY", server.proxy_url)
+    mark = len(server.log)
+    proxied = SearchClient(f"http://{SEARCH_HOST}", rate=20)
+    assert proxied.route == f"through proxy {server.proxy_url}"
+    assert len(proxied.search("smartphone")) == 10 and proxied.failures == 0
+    assert [entry.host for entry in search_requests(server.log[mark:])] == [SEARCH_HOST]
+    no_proxy_env.setenv("NO_PROXY", f"example.org,{SEARCH_HOST}")
+    bypassed = SearchClient(f"http://{SEARCH_HOST}", retries=0)
+    with pytest.raises(SearchError, match=r"search\.test/search \(direct\) unreachable: "):
+        bypassed.search("smartphone")
+    for client in (proxied, bypassed):
+        client.close()
+
+
+def test_search_client_route_settings(server, no_proxy_env):
+    """search_proxy: "direct" ignores HTTP_PROXY; a URL is used whatever the environment says
+    (its password never shown); a loopback search URL never goes through HTTP_PROXY."""
+    dead = f"http://127.0.0.1:{closed_port()}"
+    no_proxy_env.setenv("HTTP_PROXY", dead)
+    loopback = SearchClient(server.proxy_url, rate=20)  # the sandbox's own address
+    assert loopback.route == "direct" and loopback.search("smartphone")
+    direct = SearchClient(f"http://{SEARCH_HOST}", retries=0, proxy="direct")
+    with pytest.raises(SearchError, match=r"\(direct\) unreachable"):
+        direct.search("smartphone")
+    via = server.proxy_url.replace("http://", "http://jo:s3cret@")
+    given = SearchClient(f"http://{SEARCH_HOST}", rate=20, proxy=via)
+    assert given.search("smartphone") and given.route == \
+        f"through proxy {server.proxy_url.replace('http://', 'http://jo:***@')}"
+    broken = SearchClient(f"http://{SEARCH_HOST}", retries=0,
+                          proxy=dead.replace("http://", "http://jo:s3cret@"))
+    with pytest.raises(SearchError) as failed:
+        broken.search("smartphone")
+    assert f"through proxy {dead.replace('http://', 'http://jo:***@')}) unreachable" in \
+        str(failed.value) and "s3cret" not in str(failed.value)
+    for client in (loopback, direct, given, broken):
+        client.close()
 
 
 # --- jlse discover from samples and seeds ----------------------------------------------------
@@ -446,6 +532,8 @@ def test_keywords_only_topic_finds_pages_through_search(keywords_run, web):
                                                                           strict=True)), shown
     assert ranked_above(flags) > 0.5, shown
     assert read_seeds(keywords_run.seeds_out)
+    searched = {entry.host for entry in search_requests(keywords_run.log)}
+    assert searched == {SEARCH_HOST}  # through HTTP_PROXY: the sandbox logs the proxied host
 
 
 # --- Ctrl+C and --resume ---------------------------------------------------------------------
@@ -613,6 +701,9 @@ def short_runs(server, topics, tmp_path_factory):
         "discover", "--topic", str(topics.keywords), "--search", down, "--max-pages", "60",
         "--workdir", str(tmp / "keywords-down"), "--seeds-out", str(tmp / "seeds.txt"),
         "--no-progress", *FAST, "--set", "search_retries=0"]
+    commands["down-default"] = [  # the retries of the default settings
+        "discover", "--topic", str(topics.samples), "--search", down, "--max-pages", "30",
+        "--workdir", str(tmp / "down-default"), "--no-progress", "--json", *FAST]
     commands["four-threads"] = [
         "discover", "--topic", str(topics.samples), "--search", server.proxy_url,
         "--max-pages", "40", "--workdir", str(tmp / "four-threads"), "--no-progress", "--json",
@@ -622,6 +713,7 @@ def short_runs(server, topics, tmp_path_factory):
 
 @pytest.mark.parametrize("name, problem", [
     ("down", "unreachable: ConnectionError"),
+    ("down-default", "unreachable: ConnectionError"),
     ("500", "answered HTTP 500"),
     ("html", "the answer is not JSON"),
 ])
@@ -637,7 +729,12 @@ def test_failing_search_leaves_forward_crawl_from_the_seeds(short_runs, name, pr
     history = state_of(short_runs[1] / name)["history"]
     assert any(row["operator"] == "forward" and row["fetched"] > 0 for row in history)
     assert summary["searches"] > 0
-    assert summary["search_failures"] == summary["searches"], summary  # every one failed
+    if name == "down-default":  # requests: the first search's 3 tries, the next one's 1
+        assert summary["searches"] == 4 and summary["search_failures"] == 2, summary
+    else:
+        assert summary["search_failures"] == summary["searches"], summary  # every one failed
+    if name == "down":  # asked twice, then not for DOWN_SECONDS: not every search of the run
+        assert summary["searches"] == 2, summary
 
 
 def test_keywords_only_with_search_down_is_an_error(short_runs):

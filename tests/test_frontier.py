@@ -1,8 +1,10 @@
 """What only ``LocalFrontier`` and its ``HostPoliteness`` do; the behaviour both frontiers share
 is tested once, on both, in ``test_frontier_contract.py``."""
 
+import math
+
 from jlse.records import CrawlTask
-from jlse.scheduler.frontier import LocalFrontier
+from jlse.scheduler.frontier import HoldUps, LocalFrontier
 from jlse.scheduler.politeness import HostPoliteness
 
 
@@ -95,3 +97,21 @@ def test_politeness_host_concurrency_allows_several_in_flight():
     p.release("a.test")
     p.release("a.test")
     assert p.busy_hosts == 0
+
+
+def test_hold_ups_count_waiting_hosts_and_low_urls_of_ready_ones():
+    now = [100.0]
+    f = LocalFrontier(diversity=1, delay=5.0, clock=lambda: now[0])
+    f.push_many([task("http://hot.test/1", 1.0), task("http://hot.test/2", 0.95),
+                 task("http://warm.test/1", 0.9), task("http://junk.test/1", 0.3),
+                 task("http://junk.test/2", 0.2), task("http://junk2.test/1", 0.1)])
+    assert f.hold_ups(0.8) == HoldUps(hosts=4, waiting=0, low_hosts=2, low_urls=3)
+    hot = f.pop()
+    assert f.hold_ups(0.8) == HoldUps(hosts=4, waiting=1, low_hosts=2, low_urls=3)  # busy
+    f.finish(hot)
+    warm = f.pop()
+    f.finish(warm)  # warm.test's last URL: it has none queued, its delay does not count
+    assert f.hold_ups(0.8) == HoldUps(hosts=3, waiting=1, low_hosts=2, low_urls=3)
+    assert f.hold_ups(-math.inf).low_urls == 0  # no bound: nothing is held back as low
+    now[0] += 5.0  # hot.test's politeness delay is over
+    assert f.hold_ups(0.8).waiting == 0

@@ -48,7 +48,9 @@ def test_a_keyword_only_topic_is_judged_by_the_vsm_and_train_says_why(tmp_path) 
     topic = load_topic(topic_dir)
     model = build_topic_model(topic)
     assert model.sources_["relevance"] == "vsm"
-    assert "keyword-only topic" in topic.model_origin and "--topic-out" in topic.model_origin
+    assert "keyword-only topic" in topic.model_origin
+    assert f"jlse discover --topic {topic_dir} --search URL --topic-out NEW_DIR " \
+        "--bootstrap-samples" in topic.model_origin  # the hint is a command that works
     done = jlse("train", "--topic", str(topic_dir), "--out", str(tmp_path / "model"))
     assert done.returncode == 0, done.stderr
     assert "relevance model vsm" in done.stdout
@@ -85,6 +87,22 @@ def test_bootstrapped_samples_are_the_best_pages_and_pages_judged_irrelevant(tmp
     assert len(topic.samples.relevant) == 30 and len(topic.samples.irrelevant) == PSEUDO_NEGATIVES
     assert build_topic_model(topic).sources_["relevance"] == "page_nb"
     assert "bootstrapped by jlse discover" in topic.model_origin
+
+
+def test_a_bootstrap_short_of_a_class_says_what_is_missing_not_the_same_command(
+        tmp_path) -> None:
+    """Every discovered page judged relevant: no irrelevant samples could be made up. The
+    topic is judged by the VSM, and `jlse train` says what to add instead of sending the user
+    back to --bootstrap-samples (which made this topic: following it would loop)."""
+    source = keyword_topic(tmp_path / "kw")
+    rows = [row for row in page_rows(40) if row.relevance >= 0.5]
+    write_topic(tmp_path / "out", source, DiscoveryReport([], rows), ["http://a.test/"], body,
+                0.5, "runs/x", bootstrap=True)
+    done = jlse("train", "--topic", str(tmp_path / "out"), "--out", str(tmp_path / "model"))
+    assert done.returncode == 0, done.stderr
+    assert "relevance model vsm" in done.stdout and "--bootstrap-samples" not in done.stdout
+    assert "bootstrapped by jlse discover have 20 relevant and 0 irrelevant pages" in done.stdout
+    assert f"Add irrelevant pages to {tmp_path / 'out' / 'samples' / 'irrelevant'}/" in done.stdout
 
 
 def test_bootstrap_keeps_the_topics_own_samples(tmp_path) -> None:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
 import pytest
 
-from jlse.scheduler.robots import RobotsCache, agent_token, robots_origin
+from jlse.scheduler.robots import (
+    NOT_THERE_RETRY_AFTER,
+    RobotsCache,
+    agent_token,
+    robots_origin,
+)
 from jlse.settings import Settings
 from jlse.workers.fetcher import Fetcher
 
@@ -102,6 +108,26 @@ def test_hanging_robots_is_unavailable_within_the_timeout(sandbox) -> None:
     verdict = cache.check("http://robots-hang.test/page/1.html")
     assert not verdict.allowed and verdict.unavailable
     assert time.monotonic() - started < 3.0
+
+
+def test_a_host_that_is_not_there_is_asked_again_sooner_than_a_slow_one(sandbox) -> None:
+    """Refused (a closed port, direct) or not found: asked again after NOT_THERE_RETRY_AFTER.
+    Hanging (alive but slow) or 500: the full robots_retry_after."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    direct = Settings(allow_private=True, connect_timeout=1.0, read_timeout=1.0,
+                      robots_retry_after=60.0)
+    refused = RobotsCache(direct, Fetcher(direct).fetch_robots).check(
+        f"http://127.0.0.1:{closed}/page.html")
+    unknown = RobotsCache(direct, Fetcher(direct).fetch_robots).check(
+        "http://no-such-host.invalid/page.html")
+    for verdict in (refused, unknown):
+        assert verdict.unavailable and 0 < verdict.retry_after <= NOT_THERE_RETRY_AFTER
+    slow = make_cache(sandbox, robots_retry_after=60.0)
+    for host in ("robots-hang.test", "robots-500.test"):
+        verdict = slow.check(f"http://{host}/page/1.html")
+        assert verdict.unavailable and verdict.retry_after > 55, host
 
 
 def test_crawl_delay_and_disallow_are_read(sandbox) -> None:

@@ -49,6 +49,16 @@ def test_impossible_values(key, value):
         apply_overrides(Settings(), {key: value}, source="test")
 
 
+@pytest.mark.parametrize("value", ["socks5://h:1080", "127.0.0.1:3128", "http://", "none",
+                                   "http://jo:s3cret@h:x"])
+def test_search_proxy_is_a_proxy_url_or_direct(value):
+    with pytest.raises(SettingsError, match="search_proxy: .*direct.*http") as refused:
+        apply_overrides(Settings(), {"search_proxy": value}, source="test")
+    assert "s3cret" not in str(refused.value)
+    for good in ("", "direct", "http://jo:s3cret@proxy.example:3128", "https://p.example"):
+        assert apply_overrides(Settings(), {"search_proxy": good}, source="t").search_proxy == good
+
+
 def test_cli_strings_are_typed():
     s = apply_overrides(Settings(), {"max-pages": "1_000", "obey_robots": "false",
                                      "allowed_domains": "a.test, b.test"}, source="cli")

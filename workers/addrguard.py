@@ -7,7 +7,8 @@ is fetched. Then, because a proxy changes who resolves names:
 
 * Through a proxy, the proxy resolves the name: the guard refuses forbidden literal addresses,
   loopback names, and names internal by convention (single labels like ``redis``, ``*.internal``,
-  ``*.local``, ``*.localdomain``, ``metadata.google.internal``, ``instance-data``...).
+  ``*.local`` and ``*.cluster.local``, ``*.svc`` (Kubernetes), ``*.localdomain``,
+  ``*.home.arpa``, ``metadata.google.internal``, ``instance-data``...).
 * Direct connections go through ``GuardedAdapter``: it resolves the name itself, drops the
   forbidden addresses and connects only to a checked one (no connection is ever opened to a
   forbidden address; DNS rebinding cannot slip in between check and use). TLS still sends the
@@ -44,9 +45,10 @@ _EXTRA_FORBIDDEN = [
     ipaddress.ip_network("100.64.0.0/10"),  # carrier-grade NAT (shared address space)
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IPv6 metadata endpoint
 ]
-# Names that only mean something inside a network: refused when a proxy resolves them.
+# Names that only mean something inside a network: refused when a proxy resolves them
+# ("svc": Kubernetes services, kubernetes.default.svc; ".cluster.local" ends in "local").
 INTERNAL_SUFFIXES = ("localhost", "internal", "local", "localdomain", "home.arpa", "lan",
-                     "intranet", "corp", "home", "private")
+                     "intranet", "corp", "home", "private", "svc")
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
                             "instance-data", "instance-data.ec2.internal"})
 

@@ -27,7 +27,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 import urllib3.exceptions
 
-from jlse.records import Outcome
+from jlse.records import BODY_FAILED, Outcome
 from jlse.settings import Settings
 from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
 from jlse.workers.charset import decode_html, looks_binary, sniffs_as_html
@@ -383,7 +383,7 @@ def _read_chunk(raw: urllib3.HTTPResponse) -> bytes:
     except urllib3.exceptions.DecodeError as exc:
         raise _Abort(Outcome.ERROR, f"undecodable Content-Encoding: {exc}", raw.tell()) from None
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise _Abort(Outcome.CONNECTION_ERROR, f"body transfer failed: {exc}", raw.tell()) from None
+        raise _Abort(Outcome.CONNECTION_ERROR, f"{BODY_FAILED}: {exc}", raw.tell()) from None
 
 
 def _over_cap(n_wire: int, n_decoded: int, policy: _BodyPolicy) -> str:

@@ -14,12 +14,11 @@ A search that fails is logged and gives nothing; the bandit then learns the oper
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from jlse.discovery.fetching import Page
-from jlse.discovery.search import SearchClient, SearchError
+from jlse.discovery.search import SearchClient, SearchError, SearchSkipped
 from jlse.settings import DISCOVERY_OPERATORS
 
 log = logging.getLogger(__name__)
@@ -78,7 +77,7 @@ class Operators:
         urls: list[str] = []
         for page in self._unsearched("link:", top):
             urls += self.in_links(page.url)
-            urls += [result for result in self._search(f"link:{page.url}")]
+            urls += self._search_page("link:", page)
         return Plan(self._first(limit, urls), expand=True)
 
     def keyword(self, top: list[Page], limit: int) -> Plan:
@@ -86,13 +85,14 @@ class Operators:
         for query in self._next_queries(top):
             page = self.memory.queries.get(query, 1)
             found = self._search(query, page)
-            self.memory.queries[query] = page + 1 if found else 0  # 0: no more results
-            urls += found
+            if found is not None:  # a failed search is asked again in a later round
+                self.memory.queries[query] = page + 1 if found else 0  # 0: no more results
+                urls += found
         return Plan(self._first(limit, urls))
 
     def related(self, top: list[Page], limit: int) -> Plan:
         urls = [url for page in self._unsearched("related:", top)
-                for url in self._search(f"related:{page.url}")]
+                for url in self._search_page("related:", page)]
         return Plan(self._first(limit, urls))
 
     # --- helpers -------------------------------------------------------------------------
@@ -123,21 +123,30 @@ class Operators:
                        key=self.memory.queries.__getitem__)
         return (fresh + again)[:SEARCHES_PER_ROUND]
 
-    def _search(self, query: str, page: int = 1) -> list[str]:
+    def _search_page(self, form: str, page: Page) -> list[str]:
+        """``link:`` or ``related:`` search for ``page``; a failed one is asked again later."""
+        found = self._search(f"{form}{page.url}")
+        if found is None:
+            self.memory.searched[form].remove(page.url)
+        return found or []
+
+    def _search(self, query: str, page: int = 1) -> list[str] | None:
+        """The result URLs; None when the search failed."""
         if self.search is None:
             return []
         try:
             return [result.url for result in self.search.search(query, page)]
         except SearchError as exc:
             self._warn_once(exc)
-            return []
+            return None
 
     def _warn_once(self, exc: SearchError) -> None:
-        kind = re.sub(r"search '.*?': ", "", str(exc))
-        if kind in self.memory.warned:
+        """One warning per kind of problem for the run (--resume included), not per search
+        nor per number of tries; a search skipped while the engine is down is only logged."""
+        if isinstance(exc, SearchSkipped) or exc.problem in self.memory.warned:
             log.info("%s", exc)
             return
-        self.memory.warned.append(kind)
+        self.memory.warned.append(exc.problem)
         log.warning("search failed: %s; discovery goes on with what still works", exc)
 
 

@@ -98,6 +98,9 @@ class DiscoveryProgress:
         if counted:
             self._bar.update(1)
 
+    def note(self, text: str) -> None:
+        """Why the crawl runs below its concurrency: not shown (a round is short)."""
+
     def round_done(self, round_number: int, operator: str, pages: int) -> None:
         self._bar.set_postfix(round=round_number, operator=operator, pages=pages)
 
@@ -143,14 +146,15 @@ def run_discovery(topic_dir: Path | str, search_url: str, overrides: dict[str, A
         state, pages = files.load() if resume else (DiscoveryState(), [])
         search = SearchClient(search_url, rate=settings.search_rate,
                               retries=settings.search_retries, user_agent=settings.user_agent,
-                              timeout=settings.read_timeout, cache=state.search_cache)
+                              timeout=settings.read_timeout, cache=state.search_cache,
+                              proxy=settings.search_proxy)
         fetched_before = store.stats().fetched
         bar = DiscoveryProgress(settings.max_pages, fetched_before, progress)
         fetcher = PageFetcher(settings, store, workdir, bar, build_topic_model(topic))
         fetcher.restore_counters()
         log.info("discovery of topic %s: %d seeds, %d samples, %d keywords, search %s, budget "
                  "%d pages", topic.name, len(topic.seeds), len(samples), len(settings.keywords),
-                 redact_url(search_url), settings.max_pages)
+                 f"{redact_url(search_url)} ({search.route})", settings.max_pages)
         discovery = _assemble(topic, samples, fetcher, search, files, state)
         discovery.on_round = bar.round_done
         if resume:

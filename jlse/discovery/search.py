@@ -6,13 +6,18 @@ related-page searches are the queries ``link:URL`` and ``related:URL``: an engin
 support a form answers nothing for it.
 
 The search URL is trusted configuration (the crawl's address guard does not apply to it, so a
-SearxNG on localhost works) and is reached directly, never through the crawl's proxy. Requests
-are rate-limited, retried on 5xx and connection errors, and cached per query for the run; they
-are never counted as crawled pages.
+SearxNG on localhost works). Its route is the ``search_proxy`` setting (``search_route``): by
+default the standard HTTP(S)_PROXY / NO_PROXY variables, as curl and the crawl read them, except
+that a loopback endpoint is always reached directly (a proxy's loopback is not ours); ``direct``
+never uses a proxy; a URL is the proxy for every search. It is not the crawl's ``proxy``
+setting, which often reaches a web the search engine is not on. Every error names the route
+tried. Requests are rate-limited, retried on 5xx and connection errors, and cached per query
+for the run; they are never counted as crawled pages.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import threading
@@ -23,14 +28,32 @@ from urllib.parse import urlsplit
 
 import requests
 
+from jlse.redact import redact_url
+from jlse.settings import SEARCH_DIRECT as DIRECT
+
 log = logging.getLogger(__name__)
 
 MAX_RESULTS_BYTES = 2 * 1024 * 1024  # one answer page; more is not a search result page
-FAILING_AFTER = 2  # searches failed in a row after which the endpoint gets no retries
+# A search that failed: the next ones get no retries. DOWN_AFTER failed in a row: the engine
+# is down, and searches fail at once (no request) for DOWN_SECONDS, doubled after each failed
+# probe up to DOWN_MAX_SECONDS; a search that succeeds ends it.
+DOWN_AFTER = 2
+DOWN_SECONDS = 30.0
+DOWN_MAX_SECONDS = 300.0
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
 
 
 class SearchError(RuntimeError):
-    """The search endpoint gave no usable answer (after retries)."""
+    """The search endpoint gave no usable answer (after retries); ``problem`` is what went
+    wrong, without the query (the same for every search while it lasts)."""
+
+    def __init__(self, message: str, problem: str = "") -> None:
+        super().__init__(message)
+        self.problem = problem or message
+
+
+class SearchSkipped(SearchError):
+    """Not asked: the engine is down (``DOWN_AFTER`` searches failed in a row)."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +74,38 @@ def search_endpoint(base_url: str) -> str:
     return base if base.endswith("/search") else base + "/search"
 
 
+def search_route(endpoint: str, setting: str = "") -> dict[str, str]:
+    """The ``proxies`` of requests for ``endpoint`` (empty: direct) under ``search_proxy``
+    (a validated setting: "", ``direct`` or a proxy URL)."""
+    if setting == DIRECT:
+        return {}
+    if setting:
+        return {"http": setting, "https": setting}
+    if _is_loopback(urlsplit(endpoint).hostname or ""):
+        return {}
+    return requests.utils.get_environ_proxies(endpoint)
+
+
+def route_name(endpoint: str, proxies: dict[str, str]) -> str:
+    """``direct`` or ``through proxy URL`` (its password masked), as errors say it."""
+    proxy = requests.utils.select_proxy(endpoint, proxies)
+    return f"through proxy {redact_url(proxy)}" if proxy else DIRECT
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower().rstrip(".") in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class SearchClient:
     """Queries one SearxNG endpoint; thread-safe."""
 
     def __init__(self, base_url: str, *, rate: float = 1.0, retries: int = 2,
-                 timeout: float = 10.0, user_agent: str = "jlse",
+                 timeout: float = 10.0, user_agent: str = "jlse", proxy: str = "",
                  cache: dict[str, list[dict]] | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -66,11 +116,15 @@ class SearchClient:
         self.cache = cache if cache is not None else {}  # "page|query" -> results (JSON rows)
         self.requests = self.failures = 0
         self._failed_in_a_row = 0
+        self._down_until = 0.0
+        self._down_seconds = DOWN_SECONDS
         self._sleep, self._clock = sleep, clock
         self._next_at = 0.0
         self._lock = threading.Lock()
+        self.proxies = search_route(self.endpoint, proxy)
+        self.route = route_name(self.endpoint, self.proxies)
         self._session = requests.Session()
-        self._session.trust_env = False  # never through the crawl's (or the shell's) proxy
+        self._session.trust_env = False  # the route is self.proxies, decided once
         self._session.headers.update({"User-Agent": user_agent, "Accept": "application/json"})
 
     def search(self, query: str, page: int = 1) -> list[SearchResult]:
@@ -86,8 +140,10 @@ class SearchClient:
         self._session.close()
 
     def _fetch(self, query: str, page: int) -> list[dict]:
-        # an endpoint that failed the last searches is tried once, not once per retry
-        tries = 1 if self._failed_in_a_row >= FAILING_AFTER else self.retries + 1
+        if self._clock() < self._down_until:
+            raise SearchSkipped(f"search {query!r}: not asked, the engine is down (asked again "
+                                f"in {self._down_until - self._clock():.0f} s)", "engine down")
+        tries = 1 if self._failed_in_a_row else self.retries + 1
         problem = ""
         for attempt in range(tries):
             if attempt:
@@ -101,13 +157,19 @@ class SearchClient:
                 self._failed()
                 raise
             self._failed_in_a_row = 0
+            self._down_seconds = DOWN_SECONDS
             return rows
         self._failed()
-        raise SearchError(f"search {query!r}: {problem} ({tries} tries)")
+        raise SearchError(f"search {query!r}: {problem} ({tries} tries)", problem)
 
     def _failed(self) -> None:
         self.failures += 1
         self._failed_in_a_row += 1
+        if self._failed_in_a_row >= DOWN_AFTER:
+            self._down_until = self._clock() + self._down_seconds
+            log.info("search engine %s down (%d searches failed in a row): not asked for %.0f s",
+                     self._where, self._failed_in_a_row, self._down_seconds)
+            self._down_seconds = min(2 * self._down_seconds, DOWN_MAX_SECONDS)
 
     def _request(self, query: str, page: int) -> list[dict]:
         self._wait_turn()
@@ -115,17 +177,21 @@ class SearchClient:
         params = {"q": query, "format": "json", "pageno": str(page)}
         try:
             answer = self._session.get(self.endpoint, params=params, timeout=self.timeout,
-                                       stream=True)
+                                       stream=True, proxies=self.proxies)
         except requests.RequestException as exc:
-            raise _Retryable(f"{self.endpoint} unreachable: {type(exc).__name__}") from None
+            raise _Retryable(f"{self._where} unreachable: {type(exc).__name__}") from None
         with answer:
             if answer.status_code >= 500:
-                raise _Retryable(f"{self.endpoint} answered HTTP {answer.status_code}")
+                raise _Retryable(f"{self._where} answered HTTP {answer.status_code}")
             if answer.status_code != 200:
-                raise SearchError(f"{self.endpoint} answered HTTP {answer.status_code} "
+                raise SearchError(f"{self._where} answered HTTP {answer.status_code} "
                                   "(is it a SearxNG with the JSON format enabled?)")
             body = answer.raw.read(MAX_RESULTS_BYTES + 1, decode_content=True)
         return _results(body, self.endpoint)
+
+    @property
+    def _where(self) -> str:
+        return f"{self.endpoint} ({self.route})"
 
     def _wait_turn(self) -> None:
         """The rate limit: one request per ``interval`` seconds across threads."""
