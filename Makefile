@@ -74,11 +74,12 @@ clean:
 # Distributed mode (scripts/cluster.sh, deploy/README.md). The roles read REDIS_URL,
 # CELERY_BROKER_URL, DATABASE_URL and PGPASSWORD from the environment (defaults: local services).
 WORKERS ?= 2
+SHARDS  ?= 1
 RUN_DIR ?= runs/cluster
 JLSE    ?= $(BIN)/jlse
 CELERY  ?= $(BIN)/celery
-CLUSTER := WORKERS='$(WORKERS)' RUN_DIR='$(RUN_DIR)' JLSE='$(JLSE)' CELERY='$(CELERY)' \
-           scripts/cluster.sh
+CLUSTER := WORKERS='$(WORKERS)' SHARDS='$(SHARDS)' RUN_DIR='$(RUN_DIR)' JLSE='$(JLSE)' \
+           CELERY='$(CELERY)' scripts/cluster.sh
 
 cluster-up: install
 	$(CLUSTER) up
@@ -90,18 +91,18 @@ worker learner dispatcher flower: install
 	$(CLUSTER) run $@
 
 status: install
-	$(JLSE) status
+	$(CLUSTER) status
 
-# A local Redis Cluster for the distributed frontier (scripts/redis-cluster.sh): SHARDS masters
+# A local Redis Cluster for the distributed frontier (scripts/redis-cluster.sh): REDIS_MASTERS masters
 # with REDIS_REPLICAS replicas each on 127.0.0.1:REDIS_CLUSTER_PORT.. (cluster bus: port+10000).
-SHARDS             ?= 3
+REDIS_MASTERS      ?= 3
 REDIS_REPLICAS     ?= 1
 REDIS_CLUSTER_PORT ?= 7101
 REDIS_CLUSTER_DIR  ?= runs/redis-cluster
 
 redis-cluster-up:
 	INSTALL_MISSING=1 scripts/redis-cluster.sh start '$(REDIS_CLUSTER_DIR)' \
-	  '$(REDIS_CLUSTER_PORT)' '$(SHARDS)' '$(REDIS_REPLICAS)'
+	  '$(REDIS_CLUSTER_PORT)' '$(REDIS_MASTERS)' '$(REDIS_REPLICAS)'
 
 redis-cluster-down:
 	scripts/redis-cluster.sh stop '$(REDIS_CLUSTER_DIR)'

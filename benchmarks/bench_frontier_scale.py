@@ -43,17 +43,20 @@ import numpy as np
 import redis
 
 from jlse.records import CrawlTask
-from jlse.scheduler.crawl_registry import CrawlRegistry, RedisHostLedger
+from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatcher import Dispatcher
 from jlse.scheduler.ledger import domain_keys
 from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
-try:  # the code before shards (--baseline) has neither
+try:  # the code before shards (--baseline) has none of these
     from jlse.scheduler.redis_client import connect, is_cluster
     from jlse.scheduler.redis_frontier import ensure_memory_config
+    from jlse.scheduler.redis_ledger import RedisHostLedger
 except ImportError:
+    from jlse.scheduler.crawl_registry import RedisHostLedger
+
     def connect(url: str) -> redis.Redis:
         return redis.Redis.from_url(url)
 
@@ -82,6 +85,32 @@ class Urls:
 
     def hosts_for(self, count: int) -> np.ndarray:
         return np.searchsorted(self.cdf, self.rng.random(count))
+
+    def index(self) -> None:
+        """URL ids of the fill sorted by host, to draw a host's known URLs."""
+        self.by_host = np.argsort(self.known, kind="stable")
+        self.sorted_hosts = self.known[self.by_host]
+
+    def host_of_task(self, task: CrawlTask) -> int:
+        return int(task.url.split("site", 1)[1].split(".", 1)[0])
+
+    def link_hosts(self, host: int, count: int, internal: float,
+                   rng: random.Random) -> list[int]:
+        drawn = self.hosts_for(count)
+        return [host if rng.random() < internal else int(h) for h in drawn]
+
+    def known_links(self, host: int, count: int, internal: float,
+                    rng: random.Random) -> list[int]:
+        """Ids of known URLs: of ``host`` with probability ``internal`` (if it has some)."""
+        first = int(np.searchsorted(self.sorted_hosts, host, "left"))
+        last = int(np.searchsorted(self.sorted_hosts, host, "right"))
+        ids = []
+        for _ in range(count):
+            if last > first and rng.random() < internal:
+                ids.append(int(self.by_host[rng.randrange(first, last)]))
+            else:
+                ids.append(rng.randrange(len(self.known)))
+        return list(dict.fromkeys(ids))
 
     @staticmethod
     def url(i: int, host: int) -> str:
@@ -179,6 +208,7 @@ def fill(registry: CrawlRegistry, servers: Servers, urls: Urls, count: int,
         frontier.add_new([Urls.task(first + j, int(hosts[j]), Urls.priority(first + j))
                           for j in range(size)])
     seconds = time.perf_counter() - started
+    urls.index()
     used = servers.used_memory() - before
     stats = frontier.stats()
     seen_bytes = seen_share(registry)
@@ -232,14 +262,7 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
         for body in sent:
             task = LeasedTask.from_dict(body)
             task_start(registry, digest, task, shards)
-            links = [Urls.task(next_id + j, int(h), Urls.priority(next_id + j))
-                     for j, h in enumerate(urls.hosts_for(args.new_links))]
-            next_id += args.new_links
-            # known URLs, found again: one in RAISED with a higher priority than before
-            links += [Urls.task(k, int(h), Urls.priority(k) + (0.5 if rng.random() < RAISED
-                                                               else 0.0))
-                      for k in rng.sample(range(args.urls), args.links - args.new_links)
-                      for h in [urls.known[k]]]
+            links, next_id = page_links(urls, task, next_id, args, rng), next_id + args.new_links
             hosts = sorted({host_of(link.url) for link in links})
             ledger.fetch_counts(host_of(task.url), hosts + [k for h in hosts
                                                            for k in domain_keys(h)])
@@ -261,6 +284,20 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
             # the busiest node saturates first: pages/s x its µs per page = 1e6 µs/s
             "ceiling_pages_per_s": round(1e6 / max(per_node)) if max(per_node) > 0 else None,
             "dispatcher_ceiling_pages_per_s": round(pages / dispatcher_cpu)}
+
+
+def page_links(urls: Urls, task: LeasedTask, next_id: int, args: argparse.Namespace,
+               rng: random.Random) -> list[CrawlTask]:
+    """A page's ``--links`` out-links: ``--new-links`` new URLs, the others known ones (one in
+    RAISED found with a higher priority than before); a share ``--internal`` of them on the
+    page's own host (a site's navigation), the rest on Zipf-drawn hosts."""
+    host = urls.host_of_task(task)
+    new = [Urls.task(next_id + j, int(h), Urls.priority(next_id + j))
+           for j, h in enumerate(urls.link_hosts(host, args.new_links, args.internal, rng))]
+    known = [Urls.task(k, int(urls.known[k]), Urls.priority(k) + (0.5 if rng.random() < RAISED
+                                                                  else 0.0))
+             for k in urls.known_links(host, args.links - args.new_links, args.internal, rng)]
+    return new + known
 
 
 def task_start(registry: CrawlRegistry, digest: str, task: LeasedTask, shards: int) -> None:
@@ -310,7 +347,8 @@ def run_baseline(args: argparse.Namespace) -> dict:
     argv = [sys.executable, str(Path(__file__).resolve()), "--shards", "1",
             "--urls", str(args.urls), "--pages", str(args.pages), "--hosts", str(args.hosts),
             "--zipf", str(args.zipf), "--links", str(args.links),
-            "--new-links", str(args.new_links), "--outstanding", str(args.outstanding),
+            "--new-links", str(args.new_links), "--internal", str(args.internal),
+            "--outstanding", str(args.outstanding),
             "--base-port", str(args.base_port + 50), "--workdir", args.workdir + "/base",
             "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -329,6 +367,8 @@ def main() -> None:
     parser.add_argument("--zipf", type=float, default=1.0)
     parser.add_argument("--links", type=int, default=20, help="out-links per page")
     parser.add_argument("--new-links", type=int, default=2, help="of them, new URLs")
+    parser.add_argument("--internal", type=float, default=0.8,
+                        help="share of a page's links to its own host")
     parser.add_argument("--outstanding", type=int, default=256)
     parser.add_argument("--base-port", type=int, default=17400)
     parser.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/jlse-scale")

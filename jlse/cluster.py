@@ -34,10 +34,12 @@ from jlse.scheduler.crawl_registry import (
     connect,
     settings_from_config,
 )
+from jlse.scheduler.redis_client import is_cluster
+from jlse.scheduler.redis_frontier import ensure_memory_config
 from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.scheduler.store import open_store, redact_url
 from jlse.scheduler.store.base import CrawlStore
-from jlse.settings import Settings
+from jlse.settings import Settings, apply_overrides
 from jlse.topic import build_topic_model, load_topic
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,10 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
     crawl_id = check_crawl_id(crawl_id or topic.name)
     registry = CrawlRegistry(connect(frontier_url))
     _check_not_running(registry, crawl_id, resume)
+    given = settings.frontier_shards != 1 or "frontier_shards" in {
+        key.replace("-", "_") for key in overrides}  # by --set or topic.toml
+    settings = _shards_for(registry, crawl_id, settings, given, resume)
+    ensure_memory_config(registry.client)
     model = build_topic_model(topic)
     blob = topic_model_to_bytes(model) if model is not None else None
     config = {"crawl_id": crawl_id, "topic": topic.name,
@@ -96,6 +102,24 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
         _add_seeds(store, frontier, topic.seeds, seed_priority)
     registry.set_status(crawl_id, "running")
     return crawl_id
+
+
+def _shards_for(registry: CrawlRegistry, crawl_id: str, settings: Settings, given: bool,
+                resume: bool) -> Settings:
+    """The crawl's ``frontier_shards``: on a Redis Cluster, one per master unless set; a
+    resumed crawl keeps its own (its URLs and host ledger are placed by it)."""
+    shards = settings.frontier_shards
+    if resume and registry.exists(crawl_id):
+        registered = registry.shard_count(crawl_id)
+        if given and shards != registered:
+            raise CrawlSetupError(f"crawl {crawl_id!r} runs on {registered} frontier shards: "
+                                  "a resumed crawl keeps them (drop --set frontier_shards)")
+        shards = registered
+    elif not given and is_cluster(registry.client):
+        shards = len(registry.client.get_primaries())
+    if shards == settings.frontier_shards:
+        return settings
+    return apply_overrides(settings, {"frontier_shards": shards}, source="frontier")
 
 
 def _check_not_running(registry: CrawlRegistry, crawl_id: str, resume: bool) -> None:
@@ -299,8 +323,9 @@ def run_dispatcher(shard_spec: str | None = None) -> None:
     from jlse.scheduler.dispatcher import Dispatcher
     from jlse.workers.celery_app import FETCH_QUEUE, app
 
-    def send(crawl_id: str, task: dict) -> None:
-        app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE)
+    def send(crawl_id: str, task: dict) -> None:  # a short argsrepr: no saferepr per task
+        app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE,
+                      argsrepr=f"({crawl_id!r}, {task.get('url', '')!r})", kwargsrepr="{}")
 
     def send_refill(crawl_id: str, shard: int) -> None:
         app.send_task("jlse.refill", args=[crawl_id, shard], queue=FETCH_QUEUE)
@@ -316,9 +341,11 @@ def run_dispatcher(shard_spec: str | None = None) -> None:
 
 def run_worker(queue: str, concurrency: int, hostname: str | None,
                pool: str | None = None) -> None:
-    """A Celery worker on ``queue`` (events on, for Flower)."""
-    from jlse.workers.celery_app import app
+    """A Celery worker on ``queue`` ("fetch" or "learn", named as ``celery_app`` names them;
+    events on, for Flower)."""
+    from jlse.workers.celery_app import FETCH_QUEUE, LEARN_QUEUE, app
 
+    queue = {"fetch": FETCH_QUEUE, "learn": LEARN_QUEUE}[queue]
     app.conf.worker_hijack_root_logger = True  # the worker logs as Celery does (INFO)
     argv = ["worker", "-Q", queue, "-c", str(concurrency), "-E", "--loglevel=INFO"]
     if hostname:

@@ -27,7 +27,9 @@ becomes current), else deleted at once. A reader that read ``current`` just befo
 ``keep_versions`` newer publications may find the blob gone: ``load`` gives None and
 ``RedisQTableSource`` tries again at its next check.
 
-The scripts build blob key names from the prefix, so use one Redis instance (not Redis Cluster).
+The scripts declare ``current`` (a Redis Cluster routes them by it) and build the other key
+names from the prefix: on a cluster the prefix carries a hash tag (``CrawlRegistry
+.qtable_prefix``), so they all sit in one slot.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class RedisQTableStore:
 
     def next_version(self) -> int:
         """A version number no other caller of this prefix ever gets (atomic)."""
-        return int(self._next_version(args=[self.prefix]))
+        return int(self._next_version(keys=[self.current_key], args=[self.prefix]))
 
     def publish(self, table: QTable) -> int:
         """Store ``table`` as its version, make it current if newest, GC; the current version."""
@@ -117,7 +119,8 @@ class RedisQTableStore:
         if version < 1:
             raise ValueError(f"Q-table version must be at least 1, not {version}")
         blob = table.to_bytes()
-        current = self._publish(args=[self.prefix, version, blob, self.keep_versions])
+        current = self._publish(keys=[self.current_key],
+                                args=[self.prefix, version, blob, self.keep_versions])
         log.info("published Q-table v%d (%d bytes) under %s; current is v%d",
                  version, len(blob), self.prefix, int(current))
         return int(current)

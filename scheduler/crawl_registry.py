@@ -10,7 +10,7 @@ C + "model"            string  the topic model: ``.npz`` of raw arrays + JSON he
 C + "counters"         hash    learned_at_results, learn_targets (the learning claim), and
                                what a shard's counters hold when read as the crawl's sum
 C + "workers"          hash    worker name -> Q-table version it serves (status, tests)
-C + "qtable:"          -       the ``RedisQTableStore`` keys
+C + "{<id>.q}:qtable:"  -       the ``RedisQTableStore`` keys (one hash tag)
 S + "state"            hash    active (1 while running), sha1 (of the config, as registered)
 S + "counters"         hash    fetched, relevant, targets, rejected, requeued, pages_per_s...
                                (the crawl's counters are the sum over its shards)
@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -47,7 +46,6 @@ from jlse.scheduler import redis_client, redis_scripts
 from jlse.scheduler.ledger import (
     DOMAIN_HOSTS,
     DOMAIN_PAGES,
-    HostLedger,
     domain_keys,
     with_domain_counts,
 )
@@ -182,7 +180,8 @@ class CrawlRegistry:
         return self.shard_prefix(crawl_id, shard) + "f:"
 
     def qtable_prefix(self, crawl_id: str) -> str:
-        return self.prefix(crawl_id) + "qtable:"
+        """The Q-tables' keys: one hash tag, so the publishing scripts run on a cluster."""
+        return f"{self.prefix(crawl_id)}{{{crawl_id}.q}}:qtable:"
 
     def shard_count(self, crawl_id: str, shards: int | None = None) -> int:
         """``shards`` if given, else the registered config's ``frontier_shards`` (1 if the
@@ -495,20 +494,3 @@ def _ledger_shard(name: str, shards: int) -> int:
     if name[:1] in (DOMAIN_PAGES, DOMAIN_HOSTS):
         return shard_of_domain(name[1:], shards) if shards > 1 else 0
     return shard_of(name, shards)
-
-
-class RedisHostLedger(HostLedger):
-    def __init__(self, registry: CrawlRegistry, crawl_id: str, shards: int | None = None
-                 ) -> None:
-        self.registry = registry
-        self.crawl_id = crawl_id
-        self.shards = registry.shard_count(crawl_id, shards)
-
-    def fetch_counts(self, fetched_host: str | None, hosts: Sequence[str]) -> dict[str, int]:
-        return self.registry.fetch_counts(self.crawl_id, fetched_host, list(hosts), self.shards)
-
-    def robots_failures(self, host: str) -> int:
-        return self.registry.robots_failures(self.crawl_id, host, self.shards)
-
-    def note_robots_failure(self, host: str) -> int:
-        return self.registry.note_robots_failure(self.crawl_id, host, self.shards)

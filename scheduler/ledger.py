@@ -5,7 +5,7 @@ registered domain (``registered_domain``: public-suffix aware) and how many host
 were fetched from (a trap that puts every page on a new subdomain), and robots.txt failures per
 host (give up on a host whose robots.txt stays unavailable). The embedded crawl keeps them in
 this process (``LocalHostLedger``); a cluster keeps them in Redis hashes
-(``jlse.scheduler.crawl_registry.RedisHostLedger``) so every worker sees every fetch.
+(``jlse.scheduler.redis_ledger.RedisHostLedger``) so every worker sees every fetch.
 
 One counter space holds all of them: a host's key is the host; ``domain_keys(host)`` gives the
 keys of its domain's pages (``@example.com``) and hosts (``#example.com``), which no host name

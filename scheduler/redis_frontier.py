@@ -122,7 +122,11 @@ UNREPLICATED_SECONDS = 30.0  # a shard whose replicas did not answer is pushed t
 REFILL_HOSTS = 50  # hosts per refill call
 REFILL_UNBOUNDED = 10_000  # URLs per host and refill when hosts have no window
 REFILL_SLACK = 16  # rows read beyond a window: the top ones may be in flight or just fetched
-_DEFAULTS = {f.name: f.default for f in fields(CrawlTask) if f.name not in ("url", "url_id")}
+# The anchor text and context of a link stay in the crawl database only: the worker reads its
+# link's row anyway (``workers.distributed``), and they are most of a task's bytes in Redis.
+IN_DATABASE_ONLY = ("anchor_text", "context")
+_DEFAULTS = {f.name: f.default for f in fields(CrawlTask)
+             if f.name not in ("url", "url_id", *IN_DATABASE_ONLY)}
 
 
 @dataclass
@@ -147,7 +151,8 @@ def seen_slot(fp: bytes) -> tuple[str, str]:
 
 
 def task_json(task: CrawlTask) -> bytes:
-    """Compact JSON of a task: fields at their default value are left out."""
+    """Compact JSON of a task: fields at their default value are left out, and
+    ``IN_DATABASE_ONLY``."""
     data = {"url": task.url, "url_id": task.url_id}
     for name, default in _DEFAULTS.items():
         value = getattr(task, name)
@@ -498,6 +503,7 @@ MEMORY_CONFIG = {  # see docs/distributed.md: what keeps a queued and a known UR
     "set-max-intset-entries": 4096,  # dedup fingerprints stay 8 bytes each
     "hash-max-listpack-value": 1024,  # a host's task JSONs stay in one compact listpack
     "hash-max-listpack-entries": 512,
+    "zset-max-listpack-entries": 256,  # a host's queue of up to 256 URLs stays compact too
 }
 
 

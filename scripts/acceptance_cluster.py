@@ -1,11 +1,14 @@
 """Issue 4's acceptance, as a new user runs it: the cluster make targets, an unseen web, a SIGKILL.
 
     .venv/bin/python scripts/acceptance_cluster.py [--pages 600] [--workers 2] [--seed 2027]
+                                                   [--shards 3]
 
 1. serves a sandbox web the project has never seen (``--seed``) as an HTTP proxy, with its own
    topic directory (seeds + samples) and request log;
 2. ``make cluster-up WORKERS=n`` (dispatcher, n fetch workers, the learner, Flower), under a
-   private Redis key prefix, run directory and PostgreSQL database;
+   private Redis key prefix, run directory and PostgreSQL database; with ``--shards N`` (> 1),
+   ``make cluster-up SHARDS=N``: a Redis Cluster of N masters (one replica each) on private
+   ports, RabbitMQ as the broker and a dispatcher per shard;
 3. ``jlse crawl --topic … --store postgresql://… --frontier redis://…``; when half the pages are
    fetched, one worker (the Celery parent and its children) is killed with SIGKILL;
 4. waits for the crawl to exit, asks Flower's API for the tasks it saw, ``make status``, then
@@ -14,7 +17,8 @@
 Checks (from the web server's own request log and the crawl database, not the crawler's word):
 exit code 0 with the budget reached; no URL lost (every LinkTable URL fetched, rejected or in the
 frontier); pages fetched twice at most as many as the killed worker had in flight; robots.txt and
-Crawl-delay obeyed across workers; Flower lists ``jlse.fetch`` and ``jlse.learn`` tasks.
+Crawl-delay obeyed across workers; robots.txt requested once per host (a host whose robots.txt
+answered 5xx may be asked again); Flower lists ``jlse.fetch`` and ``jlse.learn`` tasks.
 Prints a report and exits non-zero if a check failed.
 """
 
@@ -43,11 +47,13 @@ from crawl_checks import (  # noqa: E402
     duplicate_fetches,
     lost_urls,
     page_requests,
+    robots_fetches_per_host,
     robots_violations,
 )
 
 from jlse.sandbox import SandboxServer, build_web  # noqa: E402
 from jlse.scheduler.crawl_registry import CrawlRegistry  # noqa: E402
+from jlse.scheduler.redis_client import connect  # noqa: E402
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 PG_ADMIN = os.environ.get("JLSE_ACCEPT_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -65,14 +71,30 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--topic", default="cameras")
     parser.add_argument("--strategy", default="jlse")
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per response")
-    return parser.parse_args()
+    parser.add_argument("--shards", type=int, default=1,
+                        help="frontier shards (> 1: a Redis Cluster, RabbitMQ)")
+    args = parser.parse_args()
+    args.frontier = REDIS_URL
+    if args.shards > 1:
+        args.cluster_port = free_port_block(2 * args.shards)
+        args.frontier = f"redis+cluster://127.0.0.1:{args.cluster_port}"
+    return args
 
 
-def make_env(run_dir: Path, flower_port: int) -> dict[str, str]:
+def free_port_block(count: int) -> int:
+    from redis_cluster import pick_base_port
+
+    return pick_base_port(count)
+
+
+def make_env(args: argparse.Namespace, run_dir: Path, flower_port: int) -> dict[str, str]:
     env = dict(os.environ, REDIS_URL=REDIS_URL, JLSE_KEY_PREFIX=PREFIX, RUN_DIR=str(run_dir),
                FLOWER_PORT=str(flower_port), NODE_HOST=f"accept{TAG}", PYTHONUNBUFFERED="1",
                FLOWER_BASIC_AUTH=FLOWER_AUTH)  # Flower's API answers only with auth on
     env.pop("CELERY_BROKER_URL", None)
+    if args.shards > 1:  # make cluster-up starts the Redis Cluster and takes RabbitMQ
+        env.pop("REDIS_URL")
+        env.update(SHARDS=str(args.shards), REDIS_CLUSTER_PORT=str(args.cluster_port))
     return env
 
 
@@ -96,9 +118,10 @@ def drop_database(url: str) -> None:
 
 def make(target: str, env: dict[str, str], workers: int) -> subprocess.CompletedProcess:
     started = time.monotonic()
-    done = subprocess.run(["make", "-s", target, f"WORKERS={workers}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    print(f"$ make {target} WORKERS={workers}   ({time.monotonic() - started:.1f} s, "
+    shards = f" SHARDS={env['SHARDS']}" if "SHARDS" in env else ""
+    done = subprocess.run(["make", "-s", target, f"WORKERS={workers}", *shards.split()],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    print(f"$ make {target} WORKERS={workers}{shards}   ({time.monotonic() - started:.1f} s, "
           f"exit {done.returncode})")
     print("  " + (done.stdout + done.stderr).strip().replace("\n", "\n  "))
     return done
@@ -116,7 +139,7 @@ def crawl_command(args: argparse.Namespace, topic_dir: Path, store_url: str,
                   proxy: str) -> list[str]:
     return [str(ROOT / ".venv/bin/jlse"), "crawl", "--topic", str(topic_dir),
             "--max-pages", str(args.pages), "--strategy", args.strategy,
-            "--store", store_url, "--frontier", REDIS_URL, "--crawl-id", CRAWL_ID, "--json",
+            "--store", store_url, "--frontier", args.frontier, "--crawl-id", CRAWL_ID, "--json",
             "--no-progress", "--set", f"proxy={proxy}", "--set", "politeness_delay=0.2"]
     # Lease settings stay at their defaults: the killed worker's URLs come back after
     # worker_lease_seconds (20 s), its heartbeat having stopped.
@@ -147,14 +170,15 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str) -> list[str]:
     web = build_web(seed=args.seed)
     topic_dir = web.write_topic_dir(args.topic, tmp / "topic")
     run_dir, flower_port = tmp / "cluster", free_port()
-    env = make_env(run_dir, flower_port)
+    env = make_env(args, run_dir, flower_port)
     failures: list[str] = []
-    client = redis.Redis.from_url(REDIS_URL)
+    client = None
     with SandboxServer(web, latency=args.latency) as server:
         # the workers' own proxy and database server (a worker never takes them from Redis)
         env.update(JLSE_PROXY=server.proxy_url, DATABASE_URL=store_url)
         if make("cluster-up", env, args.workers).returncode != 0:
             return ["make cluster-up failed"]
+        client = connect(args.frontier)
         try:
             started = time.monotonic()
             crawl = subprocess.Popen(crawl_command(args, topic_dir, store_url, server.proxy_url),
@@ -176,8 +200,9 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str) -> list[str]:
                   f"relevant, Q-table version {summary.get('qtable_version')}")
             failures += check_crawl(summary, args, server, web, store_url, client, in_flight)
             failures += check_flower(flower_port)
-            status = subprocess.run([str(ROOT / ".venv/bin/jlse"), "status"], env=env,
-                                    capture_output=True, text=True, timeout=60)
+            status = subprocess.run([str(ROOT / ".venv/bin/jlse"), "status", "--frontier",
+                                     args.frontier], env=env, capture_output=True, text=True,
+                                    timeout=60)
             print("$ jlse status\n  " + status.stdout.strip().replace("\n", "\n  "))
         finally:
             if make("cluster-down", env, args.workers).returncode != 0:
@@ -193,7 +218,7 @@ def _fetched(registry: CrawlRegistry) -> int:
 
 
 def check_crawl(summary: dict, args: argparse.Namespace, server, web, store_url: str,
-                client: redis.Redis, in_flight: int) -> list[str]:
+                client, in_flight: int) -> list[str]:
     log = server.log
     checks = {
         "budget reached": summary["fetched"] == args.pages,
@@ -201,6 +226,9 @@ def check_crawl(summary: dict, args: argparse.Namespace, server, web, store_url:
         "robots.txt obeyed": not (robots := robots_violations(log, web)),
         "Crawl-delay obeyed": not (delays := crawl_delay_breaches(log, web)),
     }
+    asked = robots_fetches_per_host(log)
+    checks[f"robots.txt once per host ({sum(asked.values())} for {len(asked)} hosts)"] = \
+        max(asked.values(), default=0) <= 1
     twice = duplicate_fetches(log)
     checks[f"fetched twice <= leased at the kill ({len(twice)} <= {in_flight})"] = \
         len(twice) <= in_flight
@@ -211,7 +239,8 @@ def check_crawl(summary: dict, args: argparse.Namespace, server, web, store_url:
           f"ground-truth harvest {relevant / max(len(pages), 1):.3f} ({relevant} of {len(pages)})")
     for name, ok in checks.items():
         print(f"  [{'ok' if ok else 'FAILED'}] {name}")
-    details = {"lost": lost[:10], "robots": robots[:10], "delays": delays[:10]}
+    details = {"lost": lost[:10], "robots": robots[:10], "delays": delays[:10],
+               "robots.txt asked": {host: n for host, n in asked.items() if n > 1}}
     return [f"{name}: {details}" for name, ok in checks.items() if not ok]
 
 

@@ -6,9 +6,17 @@
 #                                what this call started)
 #   scripts/cluster.sh down      stop every role recorded under $RUN_DIR
 #   scripts/cluster.sh run ROLE  run one role in the foreground (dispatcher|worker|learner|flower)
+#   scripts/cluster.sh status    `jlse status` against the backends `up` chose
 #
 # The roles read REDIS_URL, CELERY_BROKER_URL, DATABASE_URL and PGPASSWORD from the environment
 # (defaults: the local Redis and PostgreSQL); see deploy/README.md.
+#
+# SHARDS > 1 (with REDIS_URL unset): `up` first starts a local Redis Cluster of SHARDS masters
+# (REDIS_REPLICAS replicas each, ports from REDIS_CLUSTER_PORT; scripts/redis-cluster.sh) for the
+# frontier, takes RabbitMQ on 127.0.0.1:5672 as the broker (unless CELERY_BROKER_URL is set: a
+# Redis Cluster cannot carry Celery's broker) and runs one dispatcher per shard
+# (`jlse dispatcher --shard i/SHARDS`). Those URLs are kept in $RUN_DIR/cluster.env for `run`,
+# `status` and `down`, which also stops that Redis Cluster.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +34,10 @@ STOP_GRACE=${STOP_GRACE:-30}          # seconds between TERM (Celery warm shutdo
 SETTLE=${SETTLE:-3}                   # seconds a role without a health probe must stay up
 TAIL_LINES=${TAIL_LINES:-25}
 METRICS_PORT=${METRICS_PORT:-}        # Prometheus: dispatcher on it, worker N on it + N (127.0.0.1)
+SHARDS=${SHARDS:-1}                   # frontier shards: > 1 starts a Redis Cluster (see above)
+REDIS_REPLICAS=${REDIS_REPLICAS:-1}
+REDIS_CLUSTER_PORT=${REDIS_CLUSTER_PORT:-7101}
+RABBITMQ_URL=${RABBITMQ_URL:-amqp://guest:guest@127.0.0.1:5672//}
 
 read -ra JLSE_CMD <<<"$JLSE"
 read -ra CELERY_CMD <<<"$CELERY"
@@ -86,12 +98,13 @@ role_command() {  # ROLE -> sets CMD to the command line that runs it
   local role=$1 port
   port=$(metrics_port "$role")
   case $role in
-    dispatcher) CMD=(env "JLSE_DISPATCHER_METRICS_PORT=$port") ;;
+    dispatcher*) CMD=(env "JLSE_DISPATCHER_METRICS_PORT=$port") ;;
     worker*) CMD=(env "JLSE_WORKER_METRICS_PORT=$port") ;;
   esac
   [ -n "$port" ] || CMD=()
   case $role in
     dispatcher) CMD+=("${JLSE_CMD[@]}" dispatcher) ;;
+    dispatcher*) CMD+=("${JLSE_CMD[@]}" dispatcher --shard "$((${role#dispatcher} - 1))/$SHARDS") ;;
     learner) CMD=("${JLSE_CMD[@]}" learner --hostname "$(node_name learner)") ;;
     worker*)
       CMD+=("${JLSE_CMD[@]}" worker --hostname "$(node_name "$role")")
@@ -125,7 +138,7 @@ prepare_flower_env() {
 }
 
 cluster_roles() {  # the roles `up` manages, one a line
-  printf '%s\n' dispatcher
+  if [ "$SHARDS" -gt 1 ]; then seq -f 'dispatcher%g' 1 "$SHARDS"; else printf '%s\n' dispatcher; fi
   seq -f 'worker%g' 1 "$WORKERS"
   printf '%s\n' learner flower
 }
@@ -241,13 +254,51 @@ show_backends() {
   say "DATABASE_URL=${DATABASE_URL:-(default: postgresql://postgres@127.0.0.1:5432/jlse)}" | redact
 }
 
+env_file() { printf '%s/cluster.env' "$RUN_DIR"; }
+
+load_env() {  # the backends `up` chose (a Redis Cluster, RabbitMQ), unless set by the caller
+  local file name value
+  file=$(env_file)
+  [ -f "$file" ] || return 0
+  while IFS='=' read -r name value; do
+    case $name in
+      REDIS_URL | CELERY_BROKER_URL) [ -n "${!name:-}" ] || export "$name=$value" ;;
+    esac
+  done <"$file"
+}
+
+rabbitmq_answers() {
+  timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672' 2>/dev/null
+}
+
+prepare_shards() {  # SHARDS > 1: a Redis Cluster for the frontier and RabbitMQ as the broker
+  [ "$SHARDS" -gt 1 ] || return 0
+  if [ -z "${REDIS_URL:-}" ]; then
+    # 9>&-: the Redis daemons must not inherit (and hold) the lock below
+    "$ROOT/scripts/redis-cluster.sh" start "$RUN_DIR/redis-cluster" "$REDIS_CLUSTER_PORT" \
+      "$SHARDS" "$REDIS_REPLICAS" 9>&- | sed 's/^/cluster: /'
+    export REDIS_URL="redis+cluster://127.0.0.1:$REDIS_CLUSTER_PORT"
+  fi
+  if [ -z "${CELERY_BROKER_URL:-}" ]; then
+    rabbitmq_answers || die "SHARDS=$SHARDS needs a broker off the frontier's Redis: start \
+RabbitMQ on 127.0.0.1:5672 (Debian: apt install rabbitmq-server) or set CELERY_BROKER_URL"
+    export CELERY_BROKER_URL=$RABBITMQ_URL
+  fi
+  printf 'REDIS_URL=%s\nCELERY_BROKER_URL=%s\n' "$REDIS_URL" "$CELERY_BROKER_URL" >"$(env_file)"
+  say "frontier: $SHARDS shards; crawl with --frontier $REDIS_URL --set frontier_shards=$SHARDS" \
+    | redact
+}
+
 cmd_up() {
   local roles role
   [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "WORKERS must be a positive integer, not '$WORKERS'"
+  [[ $SHARDS =~ ^[1-9][0-9]*$ ]] || die "SHARDS must be a positive integer, not '$SHARDS'"
   [[ $METRICS_PORT =~ ^([1-9][0-9]*)?$ ]] && [ "${METRICS_PORT:-0}" -le $((65535 - WORKERS)) ] ||
     die "METRICS_PORT must be a TCP port with room for $WORKERS workers above it, not '$METRICS_PORT'"
   mapfile -t roles < <(cluster_roles)
   take_lock
+  load_env
+  prepare_shards
   prepare_flower_env
   show_backends
   for role in "${roles[@]}"; do
@@ -275,13 +326,26 @@ cmd_down() {
   shopt -s nullglob
   files=("$RUN_DIR"/*.pid)
   for file in "${files[@]}"; do roles+=("$(basename "$file" .pid)"); done
-  if [ ${#roles[@]} -eq 0 ]; then say "nothing running (no pid files in $RUN_DIR)"; return 0; fi
-  stop_roles "${roles[@]}" || die "some processes could not be stopped"
-  say "stopped: ${roles[*]}"
+  if [ ${#roles[@]} -eq 0 ]; then
+    say "nothing running (no pid files in $RUN_DIR)"
+  else
+    stop_roles "${roles[@]}" || die "some processes could not be stopped"
+    say "stopped: ${roles[*]}"
+  fi
+  if [ -d "$RUN_DIR/redis-cluster" ]; then
+    "$ROOT/scripts/redis-cluster.sh" stop "$RUN_DIR/redis-cluster" 9>&- | sed 's/^/cluster: /'
+  fi
+  rm -f "$(env_file)"
+}
+
+cmd_status() {  # jlse status against the backends `up` chose
+  load_env
+  exec "${JLSE_CMD[@]}" status "$@"
 }
 
 cmd_run() {  # ROLE -> replaces this shell with the role, in the foreground
   local role=${1:?usage: cluster.sh run dispatcher|worker|learner|flower}
+  load_env
   [ "$role" = flower ] && prepare_flower_env
   role_command "$role"
   show_backends >&2
@@ -292,5 +356,6 @@ case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   run) shift; cmd_run "$@" ;;
-  *) die "usage: cluster.sh up | down | run ROLE" ;;
+  status) shift; cmd_status "$@" ;;
+  *) die "usage: cluster.sh up | down | status | run ROLE" ;;
 esac

@@ -16,6 +16,12 @@ def page_requests(log) -> list:
     return [e for e in log if not e.path.startswith("/robots.txt") and e.path != "/real-robots.txt"]
 
 
+def robots_fetches_per_host(log) -> Counter:
+    """robots.txt requests per host, counting a host's failed answers (5xx, which it may retry
+    after) apart: {host: requests answered below 500}."""
+    return Counter(e.host for e in log if e.path.startswith("/robots.txt") and e.status < 500)
+
+
 def duplicate_fetches(log) -> list[tuple[str, str]]:
     """URLs answered twice; bounded retries after a 5xx answer are not refetches."""
     counts = Counter((e.host, e.path) for e in page_requests(log) if e.status < 500)

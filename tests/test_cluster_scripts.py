@@ -246,7 +246,8 @@ def test_makefile_targets_call_the_script() -> None:
     assert "scripts/cluster.sh down" in dry_run("cluster-down")
     for role in ("worker", "learner", "dispatcher", "flower"):
         assert f"scripts/cluster.sh run {role}" in dry_run(role)
-    assert "jlse status" in dry_run("status")
+    assert "scripts/cluster.sh status" in dry_run("status")
+    assert "SHARDS='3'" in dry_run("cluster-up", "SHARDS=3")
 
 
 def test_real_celery_worker_and_flower(cluster: Cluster) -> None:
@@ -346,3 +347,28 @@ def test_env_example_names_every_setting_without_secrets() -> None:
         assert name in settings
     assert "CHANGE-ME" in settings["PGPASSWORD"] and "CHANGE-ME" in settings["FLOWER_BASIC_AUTH"]
     assert ":" not in settings["DATABASE_URL"].split("@")[0].removeprefix("postgresql://")
+
+
+def test_shards_start_a_redis_cluster_rabbitmq_and_a_dispatcher_per_shard(
+        cluster: Cluster) -> None:
+    from redis_cluster import pick_base_port
+
+    port = pick_base_port(6)
+    env = {"SHARDS": "3", "REDIS_CLUSTER_PORT": str(port), "REDIS_URL": "",
+           "CELERY_BROKER_URL": ""}
+    result = cluster.run("up", **env)
+    assert result.returncode == 0, result.stderr
+    dispatchers = [f"dispatcher{i}" for i in (1, 2, 3)]
+    assert set(dispatchers) <= set(cluster.pid_files()) and "dispatcher" not in cluster.pid_files()
+    for i, role in enumerate(dispatchers):
+        assert f"dispatcher --shard {i}/3" in (cluster.run_dir / f"{role}.log").read_text()
+    saved = (cluster.run_dir / "cluster.env").read_text()
+    assert f"REDIS_URL=redis+cluster://127.0.0.1:{port}\n" in saved
+    assert "CELERY_BROKER_URL=amqp://" in saved
+    assert f"--frontier redis+cluster://127.0.0.1:{port} --set frontier_shards=3" in result.stdout
+    nodes = cluster.run_dir / "redis-cluster"
+    assert len(list(nodes.glob("node-*.pid"))) == 6  # 3 masters, 1 replica each
+    down = cluster.run("down", STOP_GRACE="1", **env)
+    assert down.returncode == 0, down.stderr
+    assert not (cluster.run_dir / "cluster.env").exists()
+    assert not list(nodes.glob("node-*.pid"))

@@ -103,17 +103,19 @@ def test_many_urls_come_out_in_priority_order(make):
 
 def test_found_again_keeps_the_highest_priority_and_its_payload(make):
     frontier = make()
-    frontier.push(task("http://a.test/x", 0.2, anchor_text="first"))
+    # the payload: a field every frontier keeps (Redis keeps a link's anchor text and context
+    # in the crawl database only: ``redis_frontier.IN_DATABASE_ONLY``)
+    frontier.push(task("http://a.test/x", 0.2, depth=1))
     frontier.push(task("http://a.test/y", 0.5))
-    assert frontier.push(task("http://a.test/x", 0.9, anchor_text="better")) is True
-    assert frontier.push(task("http://a.test/x", 0.1, anchor_text="worse")) is False
+    assert frontier.push(task("http://a.test/x", 0.9, depth=2)) is True
+    assert frontier.push(task("http://a.test/x", 0.1, depth=3)) is False
     assert frontier.push_many([task("http://a.test/z", 0.3), task("http://a.test/z", 0.2),
                                task("http://a.test/y", 0.6)]) == [True, False, True]
     assert len(frontier) == 3
     popped = drain(frontier)
     assert [(t.url, t.priority) for t in popped] == [
         ("http://a.test/x", 0.9), ("http://a.test/y", 0.6), ("http://a.test/z", 0.3)]
-    assert popped[0].anchor_text == "better"
+    assert popped[0].depth == 2
 
 
 def test_add_discovered_queues_new_urls_and_only_raises_queued_ones(make):
@@ -265,15 +267,15 @@ def test_requeue_keeps_the_place_and_waits_the_retry_delay(make, clock):
 
 def test_a_retried_task_comes_back_with_its_attempt_count(make, clock):
     frontier = make()
-    frontier.push_many([task("http://a.test/1", 0.7, url_id=3, anchor_text="specs"),
+    frontier.push_many([task("http://a.test/1", 0.7, url_id=3, depth=4),
                         task("http://a.test/2", 0.5)])
     got = frontier.pop()
     assert got.attempt == 0
     assert frontier.finish(replace(got, attempt=1), requeue=True, delay=5.0)[0]
     clock.advance(5.0)
     again = frontier.pop()
-    assert (again.url, again.url_id, again.priority, again.anchor_text, again.attempt) == \
-        ("http://a.test/1", 3, 0.7, "specs", 1)
+    assert (again.url, again.url_id, again.priority, again.depth, again.attempt) == \
+        ("http://a.test/1", 3, 0.7, 4, 1)
 
 
 def test_requeue_waits_at_least_the_politeness_delay(make, clock):

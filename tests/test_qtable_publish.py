@@ -295,3 +295,19 @@ def test_only_one_thread_reloads_and_the_others_never_wait(store):
     reloader.join(10)
     assert seen == [1] * 20 and slow.loads == 1
     assert source().version == 2 and slow.loads == 1
+
+
+def test_publish_and_versions_on_a_redis_cluster(redis_cluster_client):
+    """A crawl's Q-table prefix carries a hash tag: the publishing scripts run on a cluster."""
+    from jlse.scheduler.crawl_registry import CrawlRegistry
+
+    prefix = CrawlRegistry(redis_cluster_client, f"jlsetest{uuid.uuid4().hex[:6]}:") \
+        .qtable_prefix("c1")
+    store = RedisQTableStore(redis_cluster_client, prefix, keep_versions=2)
+    versions = [store.next_version() for _ in range(3)]
+    assert versions == [1, 2, 3]
+    for version in versions:
+        store.publish(make_table(version))
+    assert store.current_version() == 3 and store.versions() == [2, 3]
+    np.testing.assert_array_equal(store.load().q, make_table(3).q)
+    store.clear()

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jlse.records import CrawlTask, Outcome
-from jlse.scheduler.crawl_registry import CrawlRegistry, RedisHostLedger
+from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatcher import Dispatcher, parse_shard_spec
 from jlse.scheduler.redis_frontier import LeasedTask
+from jlse.scheduler.redis_ledger import RedisHostLedger
 from jlse.scheduler.redis_robots import RedisRobotsStore, decode, encode
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.sharded_frontier import ShardedFrontier

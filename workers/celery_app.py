@@ -1,9 +1,10 @@
 """The Celery app of distributed mode: queues ``fetch`` and ``learn``, JSON only.
 
 Configuration comes from the environment: ``CELERY_BROKER_URL`` (default: db 1 of
-``REDIS_URL``'s server, so the broker and the frontier keep separate databases) and
-``JLSE_KEY_PREFIX`` (a non-default one also prefixes every broker key, so several clusters or
-test sessions can share one Redis). No result backend: nothing waits for task results.
+``REDIS_URL``'s server, so the broker and the frontier keep separate databases; a cluster of
+several frontier shards takes RabbitMQ, ``amqp://...``, so the frontier's Redis carries no
+broker traffic) and ``JLSE_KEY_PREFIX`` (a non-default one also prefixes every broker key and
+queue name, so several clusters or test sessions can share one Redis or RabbitMQ). No result backend: nothing waits for task results.
 
 Reliability: ``task_acks_late`` + ``task_reject_on_worker_lost`` + prefetch 1 mean a task is
 acknowledged only after it ran, and a worker killed mid-task gives its task back. The broker's
@@ -21,7 +22,14 @@ from jlse.scheduler.crawl_registry import broker_url, key_prefix
 
 TASK_TIME_LIMIT = 120  # seconds; a fetch has its own deadline well below this
 VISIBILITY_TIMEOUT = 600  # above the time limit: a running task is never redelivered
-FETCH_QUEUE, LEARN_QUEUE = "fetch", "learn"
+
+def _queue(name: str) -> str:
+    """A queue's name: with a non-default ``JLSE_KEY_PREFIX`` it is prefixed too, so clusters
+    (or test sessions) sharing one RabbitMQ keep their tasks apart, as their Redis keys."""
+    return name if key_prefix() == "jlse:" else f"{key_prefix()}{name}"
+
+
+FETCH_QUEUE, LEARN_QUEUE = _queue("fetch"), _queue("learn")
 
 
 def _transport_options() -> dict:
@@ -72,7 +80,9 @@ def make_app() -> Celery:
         task_routes={"jlse.fetch": {"queue": FETCH_QUEUE}, "jlse.learn": {"queue": LEARN_QUEUE}},
         task_default_queue=FETCH_QUEUE,
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        # no "task-sent" event: it doubled the dispatcher's publishes (bench_broker.py);
+        # Flower lists a task from its worker's task-received event on
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
     )
     return app

@@ -125,6 +125,7 @@ class CrawlContext:
         if link is None or link.status is not LinkStatus.QUEUED:
             self.frontier.ack(task)  # a redelivered task: its result is already written
             return "already done"
+        task.anchor_text, task.context = link.anchor_text, link.context  # not kept in Redis
         engine = self.engine
         refused = refusal(self.settings, start.host_fetched, start.robots_failures)
         if refused is not None:

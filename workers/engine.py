@@ -257,7 +257,7 @@ def local_backends(settings: Settings, resumed: CrawlStore | None = None
 def redis_backends(registry: CrawlRegistry, crawl_id: str, settings: Settings
                    ) -> tuple[Frontier, HostLedger]:
     """A cluster crawl's frontier and host ledger, shared through Redis."""
-    from jlse.scheduler.crawl_registry import RedisHostLedger  # redis: the distributed extra
+    from jlse.scheduler.redis_ledger import RedisHostLedger  # redis: the distributed extra
 
     return (registry.frontier(crawl_id, settings),
             RedisHostLedger(registry, crawl_id, settings.frontier_shards))

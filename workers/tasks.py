@@ -7,7 +7,7 @@ import redis
 from celery import signals
 
 from jlse.scheduler.store.base import StoreError
-from jlse.workers.celery_app import app
+from jlse.workers.celery_app import FETCH_QUEUE, LEARN_QUEUE, app
 
 # Redis or PostgreSQL briefly unavailable: try again with exponential backoff (jittered).
 _RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
@@ -15,7 +15,7 @@ _RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
           "retry_backoff": 1, "retry_backoff_max": 60, "retry_jitter": True, "max_retries": 8}
 
 
-@app.task(name="jlse.fetch", queue="fetch", **_RETRY)
+@app.task(name="jlse.fetch", queue=FETCH_QUEUE, **_RETRY)
 def fetch(crawl_id: str, task: dict) -> str:
     """Fetch, classify and store one leased URL of crawl ``crawl_id``; what became of it."""
     from jlse.workers.distributed import process_task
@@ -23,7 +23,7 @@ def fetch(crawl_id: str, task: dict) -> str:
     return process_task(crawl_id, task)
 
 
-@app.task(name="jlse.refill", queue="fetch", **_RETRY)
+@app.task(name="jlse.refill", queue=FETCH_QUEUE, **_RETRY)
 def refill(crawl_id: str, shard: int) -> int:
     """Bring back URLs of one frontier shard that wait in the crawl database; how many."""
     from jlse.workers.distributed import refill_shard
@@ -31,7 +31,7 @@ def refill(crawl_id: str, shard: int) -> int:
     return refill_shard(crawl_id, shard)
 
 
-@app.task(name="jlse.learn", queue="learn", **_RETRY)
+@app.task(name="jlse.learn", queue=LEARN_QUEUE, **_RETRY)
 def learn(crawl_id: str) -> int:
     """Learn a Q-table from the crawl database and publish it; the version (0 if none)."""
     from jlse.workers.distributed import learn_qtable

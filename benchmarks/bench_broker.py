@@ -1,0 +1,114 @@
+"""The broker's share of a page: Celery's Redis transport against RabbitMQ, side by side.
+
+Publishes ``--tasks`` ``jlse.fetch``-shaped tasks with the dispatcher's own Celery app
+(``workers.celery_app``: JSON, acks late, prefetch 1) and consumes them as a worker does (one
+unacknowledged at a time, acknowledged after it "ran"), once through a private Redis server
+(the transport that shared the frontier's Redis before shards) and once through RabbitMQ
+(127.0.0.1:5672, ``--amqp``). Printed per task: the broker server's CPU µs (Redis: INFO cpu;
+RabbitMQ: the beam.smp process's /proc stat, the whole server), the publisher's and the
+consumer's CPU µs (this process's thread time for each phase).
+
+    .venv/bin/python benchmarks/bench_broker.py [--tasks 5000] [--amqp amqp://guest:guest@127.0.0.1:5672//]
+
+Results: benchmarks/results/broker.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "broker.json"
+TASK = {"url": "http://www.site1234.com/c/12/item-98765.html", "url_id": 98765,
+        "priority": 0.734, "depth": 3, "parent_id": 4321, "lease": "123456789"}
+
+
+def beam_cpu() -> float:
+    """CPU seconds of the RabbitMQ server (every beam.smp process)."""
+    total = 0.0
+    for pid in subprocess.run(["pgrep", "beam.smp"], capture_output=True,
+                              text=True).stdout.split():
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def run(broker: str, tasks: int, server_cpu) -> dict:
+    os.environ["CELERY_BROKER_URL"] = broker
+    os.environ["JLSE_KEY_PREFIX"] = f"jlsebroker{uuid.uuid4().hex[:6]}:"
+    import importlib
+
+    from jlse.workers import celery_app
+
+    importlib.reload(celery_app)
+    app, queue = celery_app.app, celery_app.FETCH_QUEUE
+    from kombu import Queue
+
+    with app.connection_for_write() as conn:  # declare the queue before publishing
+        Queue(queue, channel=conn.default_channel).declare()
+    before, started = server_cpu(), time.thread_time()
+    for _ in range(tasks):
+        app.send_task("jlse.fetch", args=["crawl", TASK], queue=queue,  # as the dispatcher
+                      argsrepr=f"('crawl', {TASK['url']!r})", kwargsrepr="{}")
+    published = time.thread_time() - started
+    received = 0
+
+    def on_message(body, message) -> None:
+        nonlocal received
+        received += 1
+        message.ack()
+
+    started = time.thread_time()
+    with app.connection_for_read() as conn:
+        with conn.Consumer(Queue(queue), callbacks=[on_message], prefetch_count=1,
+                           accept=["json"]):
+            while received < tasks:
+                conn.drain_events(timeout=10)
+    consumed = time.thread_time() - started
+    server = server_cpu() - before
+    return {"broker": broker.split("://")[0], "tasks": tasks,
+            "server_cpu_us_per_task": round(1e6 * server / tasks, 1),
+            "publisher_cpu_us_per_task": round(1e6 * published / tasks, 1),
+            "consumer_cpu_us_per_task": round(1e6 * consumed / tasks, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=5000)
+    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672//")
+    parser.add_argument("--redis-port", type=int, default=17390)
+    args = parser.parse_args()
+    import redis
+
+    subprocess.run(["redis-server", "--port", str(args.redis_port), "--daemonize", "yes",
+                    "--save", "", "--appendonly", "no", "--bind", "127.0.0.1"], check=True)
+    client = redis.Redis(port=args.redis_port)
+    for _ in range(50):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.1)
+
+    def redis_cpu() -> float:
+        info = client.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    try:
+        results = [run(f"redis://127.0.0.1:{args.redis_port}/1", args.tasks, redis_cpu),
+                   run(args.amqp, args.tasks, beam_cpu)]
+    finally:
+        client.shutdown(nosave=True)
+    for result in results:
+        print(json.dumps(result))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
