@@ -97,6 +97,9 @@ class _Crawl:
     turn: int = 0  # the shard a round starts with (rounds take turns: no shard comes first)
     # per shard of the crawl: (fetched, in flight, queued, hosts with spilled URLs), as last seen
     seen: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    # per other shard: its best queued priority and its low URLs in flight, as last read
+    best: dict[int, float] = field(default_factory=dict)
+    low: dict[int, int] = field(default_factory=dict)
     others_read: float = -float("inf")
 
 
@@ -288,6 +291,8 @@ class Dispatcher:
         settings, frontier = crawl.settings, crawl.shards[index].frontier
         others = [figures for shard, figures in crawl.seen.items() if shard != index]
         elsewhere = sum(fetched + in_flight for fetched, in_flight, _, _ in others)
+        bests = [best for shard, best in crawl.best.items() if shard != index]
+        low_elsewhere = sum(low for shard, low in crawl.low.items() if shard != index)
         max_in_flight = crawl.max_outstanding - sum(in_flight for _, in_flight, _, _ in others)
         values = {"prefix": frontier.prefix, "now": repr(frontier.now()),
                   "lease_seconds": repr(frontier.lease_seconds),
@@ -302,7 +307,9 @@ class Dispatcher:
                   "window": frontier.window, "elsewhere": elsewhere,
                   "low_share": repr(float(settings.low_priority_share)),
                   "diversity": frontier.diversity, "diversity_slack": repr(float(frontier.slack)),
-                  "low_after_idle": repr(LOW_AFTER_IDLE)}
+                  "low_after_idle": repr(LOW_AFTER_IDLE),
+                  "crawl_best": repr(max(bests)) if bests else "",
+                  "low_elsewhere": low_elsewhere}
         args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
         reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
@@ -335,6 +342,10 @@ class Dispatcher:
             log.debug("crawl %s: other shards unreadable (%s)", crawl_id, exc)
 
     def _read_figures(self, crawl_id: str, crawl: _Crawl, others: list[int]) -> None:
+        """Per shard: fetched, in flight, queued, spilled, its best priority and its low URLs
+        in flight (below priority_slack x the crawl's best as last read)."""
+        bests = list(crawl.best.values())
+        low_bound = crawl.settings.priority_slack * max(bests) if bests else None
         pipe = self.registry.client.pipeline(transaction=False)
         for index in others:
             frontier = self.registry.frontier_prefix(crawl_id, index)
@@ -342,11 +353,19 @@ class Dispatcher:
             pipe.hlen(frontier + "lease")
             pipe.get(frontier + "queued")
             pipe.hlen(frontier + "spill")
+            pipe.zrevrange(frontier + "best", 0, 0, withscores=True)
+            pipe.zcount(frontier + "lease_priority", "-inf",
+                        "-inf" if low_bound is None else f"({low_bound!r}")
         replies = pipe.execute()
         for position, index in enumerate(others):
-            fetched, in_flight, queued, spilled = replies[4 * position:4 * position + 4]
+            fetched, in_flight, queued, spilled, best, low = replies[6 * position:6 * position + 6]
             crawl.seen[index] = (int(float(fetched or 0)), int(in_flight), int(queued or 0),
                                  int(spilled))
+            if best:
+                crawl.best[index] = float(best[0][1])
+            else:
+                crawl.best.pop(index, None)
+            crawl.low[index] = int(low)
 
     def _send_all(self, crawl_id: str, frontier: RedisFrontier, tasks: list[LeasedTask]) -> None:
         for i, task in enumerate(tasks):

@@ -377,7 +377,8 @@ return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or false
 DISPATCH_ARGS = (
     "prefix", "now", "lease_seconds", "counters", "state", "config_sha1", "max_pages",
     "max_in_flight", "priority_slack", "low_slots", "reap_batch", "reap_delay", "max_size",
-    "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle")
+    "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle",
+    "crawl_best", "low_elsewhere")
 
 # One dispatcher round of one shard of a crawl (``Dispatcher``); arguments as DISPATCH_ARGS:
 # counters = the shard's counters hash, state = the shard's state hash (``active``, ``sha1`` of
@@ -385,7 +386,10 @@ DISPATCH_ARGS = (
 # crawl's other shards (the page budget is the crawl's), low share: low pops at most this share
 # of all pops (P .. 'started' and 'low_started' count them), domain diversity and its slack (each
 # pop follows ``pick_ready``'s rule, as ``POP``), low after idle (seconds without a pop after
-# which a low one may go anyway: P .. 'last_start'). Returns {-1} when the crawl is no longer
+# which a low one may go anyway: P .. 'last_start'), crawl best = the best priority queued in
+# the crawl's other shards ('' = none: a URL is low below priority_slack x the best of the whole
+# crawl), low elsewhere = low URLs in flight in the other shards (low slots are the crawl's).
+# Returns {-1} when the crawl is no longer
 # active, {0} when its config changed (nothing done in either case), else {1, fetched, in
 # flight, queued, reaped, seconds until the next sleeping host wakes ('' = none), hosts with
 # spilled URLs, hosts due a refill, then json, token per leased URL}. The pops follow the
@@ -408,6 +412,9 @@ local in_flight = redis.call('HLEN', LEASE)
 local budget = tonumber(A.max_pages) - fetched - in_flight - tonumber(A.elsewhere)
 local max_in_flight, low_slots = tonumber(A.max_in_flight), tonumber(A.low_slots)
 local best, low_below, low_in_flight = best_priority(), nil, 0
+if A.crawl_best ~= '' and (not best or tonumber(A.crawl_best) > tonumber(best)) then
+  best = A.crawl_best  -- "low" is below the crawl's best URL, not this shard's
+end
 local low_share = tonumber(A.low_share)
 local diversity, slack = tonumber(A.diversity), tonumber(A.diversity_slack)
 local low_after_idle = tonumber(A.low_after_idle)
@@ -417,7 +424,7 @@ local last_start = tonumber(redis.call('GET', P .. 'last_start') or '0')
 if best then
   low_below = tonumber(A.priority_slack) * tonumber(best)
   low_in_flight = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf',
-                             '(' .. string.format('%.17g', low_below))
+                             '(' .. string.format('%.17g', low_below)) + tonumber(A.low_elsewhere)
 end
 promote(now)
 local out = {}

@@ -207,3 +207,46 @@ def test_stored_answers_round_trip_and_garbage_is_ignored():
     stored = decode(encode(answer))
     assert (stored.outcome, stored.status_code, stored.text) == (Outcome.OK, 200, answer.text)
     assert decode(b"not\tours") is None and decode(b"ok\t200\t\nnot zlib") is None
+
+
+def test_a_crawl_on_a_redis_cluster_gets_a_shard_per_master(redis_cluster_client):
+    import uuid
+
+    import pytest
+
+    from jlse.cluster import _shards_for
+    from jlse.run import CrawlSetupError
+
+    registry = CrawlRegistry(redis_cluster_client, f"jlsetest{uuid.uuid4().hex[:6]}:")
+    default = Settings()
+    assert _shards_for(registry, "c1", default, False, False).frontier_shards == 3
+    given = apply_overrides(default, {"frontier_shards": 5}, source="test")
+    assert _shards_for(registry, "c1", given, True, False).frontier_shards == 5
+    registry.register("c1", {"crawl_id": "c1", "settings": given.to_dict(), "status": "done"},
+                      None, {})
+    assert _shards_for(registry, "c1", default, False, True).frontier_shards == 5  # resumed
+    with pytest.raises(CrawlSetupError, match="keeps them"):
+        _shards_for(registry, "c1", apply_overrides(default, {"frontier_shards": 2}, "test"),
+                    True, True)
+    registry.clear("c1")
+
+
+def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
+    """A shard holding only junk does not fill the free slots with it while a better URL of
+    another shard waits for its host: "low" is below priority_slack x the crawl's best, and
+    the low slots are the crawl's."""
+    from test_sharded_frontier import hosts_of_shard
+
+    frontier = _register(registry, max_outstanding=8, low_priority_slots=1,
+                         low_priority_share=1.0)
+    hot, = hosts_of_shard(0, SHARDS, 1)
+    junk = hosts_of_shard(1, SHARDS, 6)
+    frontier.push_many([CrawlTask(url=f"http://{hot}/{i}", url_id=i, priority=1.0)
+                        for i in range(3)] +
+                       [CrawlTask(url=f"http://{host}/", url_id=10 + i, priority=0.1)
+                        for i, host in enumerate(junk)])
+    recorder = Recorder([])
+    dispatcher = Dispatcher(registry, recorder)
+    for _ in range(3):
+        dispatcher.serve("s1")
+    assert sorted(task["priority"] for task in recorder.sent) == [0.1, 1.0]
