@@ -1,6 +1,7 @@
 """The broker's share of a page: Celery's Redis transport against RabbitMQ, side by side.
 
-Publishes ``--tasks`` ``jlse.fetch``-shaped tasks with the dispatcher's own Celery app
+Publishes ``--tasks`` ``jlse.fetch``-shaped tasks with the dispatcher's own Celery app, as it
+publishes them now and as it did before frontier shards (a "task-sent" event per task)
 (``workers.celery_app``: JSON, acks late, prefetch 1) and consumes them as a worker does (one
 unacknowledged at a time, acknowledged after it "ran"), once through a private Redis server
 (the transport that shared the frontier's Redis before shards) and once through RabbitMQ
@@ -38,7 +39,9 @@ def beam_cpu() -> float:
     return total
 
 
-def run(broker: str, tasks: int, server_cpu) -> dict:
+def run(broker: str, tasks: int, server_cpu, before_shards: bool = False) -> dict:
+    """``before_shards``: publish as the dispatcher did before (a "task-sent" event per task,
+    Celery's saferepr of the arguments)."""
     os.environ["CELERY_BROKER_URL"] = broker
     os.environ["JLSE_KEY_PREFIX"] = f"jlsebroker{uuid.uuid4().hex[:6]}:"
     import importlib
@@ -47,14 +50,16 @@ def run(broker: str, tasks: int, server_cpu) -> dict:
 
     importlib.reload(celery_app)
     app, queue = celery_app.app, celery_app.FETCH_QUEUE
+    app.conf.task_send_sent_event = before_shards
+    options = {} if before_shards else {"argsrepr": f"('crawl', {TASK['url']!r})",
+                                        "kwargsrepr": "{}"}
     from kombu import Queue
 
     with app.connection_for_write() as conn:  # declare the queue before publishing
         Queue(queue, channel=conn.default_channel).declare()
     before, started = server_cpu(), time.thread_time()
     for _ in range(tasks):
-        app.send_task("jlse.fetch", args=["crawl", TASK], queue=queue,  # as the dispatcher
-                      argsrepr=f"('crawl', {TASK['url']!r})", kwargsrepr="{}")
+        app.send_task("jlse.fetch", args=["crawl", TASK], queue=queue, **options)
     published = time.thread_time() - started
     received = 0
 
@@ -72,6 +77,7 @@ def run(broker: str, tasks: int, server_cpu) -> dict:
     consumed = time.thread_time() - started
     server = server_cpu() - before
     return {"broker": broker.split("://")[0], "tasks": tasks,
+            "publish": "before shards" if before_shards else "current",
             "server_cpu_us_per_task": round(1e6 * server / tasks, 1),
             "publisher_cpu_us_per_task": round(1e6 * published / tasks, 1),
             "consumer_cpu_us_per_task": round(1e6 * consumed / tasks, 1)}
@@ -100,8 +106,11 @@ def main() -> None:
         return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
     try:
-        results = [run(f"redis://127.0.0.1:{args.redis_port}/1", args.tasks, redis_cpu),
-                   run(args.amqp, args.tasks, beam_cpu)]
+        redis_url = f"redis://127.0.0.1:{args.redis_port}/1"
+        results = [run(redis_url, args.tasks, redis_cpu, before_shards=True),
+                   run(args.amqp, args.tasks, beam_cpu),
+                   run(redis_url, args.tasks, redis_cpu),
+                   run(args.amqp, args.tasks, beam_cpu, before_shards=True)]
     finally:
         client.shutdown(nosave=True)
     for result in results:

@@ -51,8 +51,7 @@ from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
 try:  # the code before shards (--baseline) has none of these
-    from jlse.scheduler.redis_client import connect, is_cluster
-    from jlse.scheduler.redis_frontier import ensure_memory_config
+    from jlse.scheduler.redis_client import connect, ensure_memory_config, is_cluster
     from jlse.scheduler.redis_ledger import RedisHostLedger
 except ImportError:
     from jlse.scheduler.crawl_registry import RedisHostLedger

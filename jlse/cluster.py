@@ -34,8 +34,8 @@ from jlse.scheduler.crawl_registry import (
     connect,
     settings_from_config,
 )
-from jlse.scheduler.redis_client import is_cluster
-from jlse.scheduler.redis_frontier import ensure_memory_config
+from jlse.scheduler.redis_client import ensure_memory_config, is_cluster
+from jlse.scheduler.redis_ledger import set_host_counts
 from jlse.scheduler.sharded_frontier import ShardedFrontier
 from jlse.scheduler.store import open_store, redact_url
 from jlse.scheduler.store.base import CrawlStore
@@ -95,7 +95,7 @@ def register_crawl(topic_dir: Path | str, overrides: dict[str, Any], store_url: 
         registry.register(crawl_id, config, blob, counters)
         frontier = frontier_of(registry, crawl_id, settings)
         if resuming:
-            registry.set_host_counts(crawl_id, store.host_fetch_counts())
+            set_host_counts(registry, crawl_id, store.host_fetch_counts())
             if frontier.stats()["seen"] == 0:  # Redis lost the frontier: PostgreSQL has it
                 frontier.rebuild(store)
         seed_priority = make_strategy(settings.strategy, settings, model).seed_priority()
@@ -300,7 +300,7 @@ def rebuild_frontier(crawl_id: str, store_url: str | None, frontier_url: str) ->
             counters = {**store_counters(store, settings), "learned_at_results": 0}
             registry.register(crawl_id, dict(config, status="starting"), blob, counters)
         settings = settings_from_config(config)
-        registry.set_host_counts(crawl_id, store.host_fetch_counts())
+        set_host_counts(registry, crawl_id, store.host_fetch_counts())
         queued = frontier_of(registry, crawl_id, settings).rebuild(store)
     registry.set_status(crawl_id, "running")
     return queued

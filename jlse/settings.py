@@ -109,7 +109,7 @@ class Settings:
     frontier_shards: int = 1  # Redis frontier shards, each owning the hosts of some domains
     host_window: int = 256  # URLs a host keeps in Redis (0: no limit); the rest wait in the
     # crawl database and come back, best first, as the host's window drains (256: a host's
-    # queue and tasks stay compact listpacks, MEMORY_CONFIG in scheduler/redis_frontier.py)
+    # queue and tasks stay compact listpacks, MEMORY_CONFIG in scheduler/redis_client.py)
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
     balance_scripts: bool = True  # nb: samples weighted to the same share of Chinese pages per class

@@ -43,15 +43,9 @@ import redis
 
 from jlse.records import CrawlTask
 from jlse.scheduler import redis_client, redis_scripts
-from jlse.scheduler.ledger import (
-    DOMAIN_HOSTS,
-    DOMAIN_PAGES,
-    domain_keys,
-    with_domain_counts,
-)
 from jlse.scheduler.redis_frontier import RedisFrontier, fingerprint
 from jlse.scheduler.sharded_frontier import ShardedFrontier
-from jlse.scheduler.shards import shard_of, shard_of_domain, shard_prefix
+from jlse.scheduler.shards import shard_of, shard_prefix
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
@@ -195,9 +189,6 @@ class CrawlRegistry:
             return int(json.loads(raw)["settings"].get("frontier_shards", 1))
         except (ValueError, KeyError, TypeError, AttributeError):
             return 1
-
-    def _shard_key(self, crawl_id: str, host: str, shards: int, name: str) -> str:
-        return self.shard_prefix(crawl_id, shard_of(host, shards)) + name
 
     def shard_frontier(self, crawl_id: str, shard: int, settings: Settings) -> RedisFrontier:
         """One shard of the crawl's frontier."""
@@ -369,71 +360,7 @@ class CrawlRegistry:
         total = self.client.hincrby(self.prefix(crawl_id) + "counters", "learn_targets", step)
         return self.claim_learning(crawl_id, int(total), cf)
 
-    # -- per-host state (in the host's shard) ---------------------------------------------
-
-    def host_counts(self, crawl_id: str, hosts: list[str], shards: int | None = None
-                    ) -> dict[str, int]:
-        """Pages fetched per host, for ``hosts`` (one pipelined read)."""
-        return self.fetch_counts(crawl_id, None, hosts, shards)
-
-    def note_host_fetch(self, crawl_id: str, host: str, shards: int | None = None) -> int:
-        shards = self.shard_count(crawl_id, shards)
-        key = self._shard_key(crawl_id, host, shards, "hosts")
-        return int(self.client.hincrby(key, host.lower(), 1))
-
-    def fetch_counts(self, crawl_id: str, fetched: str | None, keys: list[str],
-                     shards: int | None = None) -> dict[str, int]:
-        """``note_host_fetch(fetched)`` unless None, then the counts of ``keys`` (hosts and
-        ``ledger.domain_keys``), each read in its shard: one pipelined round trip (two on a
-        host's first page)."""
-        shards = self.shard_count(crawl_id, shards)
-        try:
-            return self._fetch_counts(crawl_id, fetched, keys, shards)
-        except redis_client.UNAVAILABLE:
-            if shards == 1:
-                raise
-        return self._fetch_counts_per_shard(crawl_id, fetched, keys, shards)
-
-    def _fetch_counts_per_shard(self, crawl_id: str, fetched: str | None, keys: list[str],
-                                shards: int) -> dict[str, int]:
-        """``fetch_counts`` one shard at a time while one is unavailable: the fetched host's
-        shard must answer (it is the page's own); another's counts read 0 until it is back
-        (the trap filter is lenient for that while, rather than the page waiting)."""
-        counts = self._fetch_counts(crawl_id, fetched, [], shards) if fetched else {}
-        by_shard: dict[int, list[str]] = {}
-        for name in keys:
-            by_shard.setdefault(_ledger_shard(name, shards), []).append(name)
-        for shard, names in by_shard.items():
-            try:
-                values = self.client.hmget(self.shard_prefix(crawl_id, shard) + "hosts", names)
-            except redis_client.UNAVAILABLE:
-                values = [None] * len(names)
-            counts.update({name: int(value or 0) for name, value in zip(names, values,
-                                                                        strict=True)})
-        return {name: counts[name] for name in keys}
-
-    def _fetch_counts(self, crawl_id: str, fetched: str | None, keys: list[str],
-                      shards: int) -> dict[str, int]:
-        pipe = self.client.pipeline(transaction=False)
-        if fetched is not None:  # the host, and its registered domain's pages (``HostLedger``)
-            key = self._shard_key(crawl_id, fetched, shards, "hosts")
-            pipe.hincrby(key, fetched.lower(), 1)
-            pipe.hincrby(key, domain_keys(fetched)[0], 1)
-        by_shard: dict[int, list[str]] = {}
-        for name in keys:
-            by_shard.setdefault(_ledger_shard(name, shards), []).append(name)
-        for shard, names in by_shard.items():
-            pipe.hmget(self.shard_prefix(crawl_id, shard) + "hosts", names)
-        replies = pipe.execute()  # also when only counting: a page without links counts too
-        if fetched is not None and replies[0] == 1:  # the host's first page: one more host
-            key = self._shard_key(crawl_id, fetched, shards, "hosts")
-            self.client.hincrby(key, domain_keys(fetched)[1], 1)
-        values = replies[2:] if fetched is not None else replies
-        counts: dict[str, int] = {}
-        for names, answer in zip(by_shard.values(), values, strict=True):
-            counts.update({name: int(value or 0) for name, value in zip(names, answer,
-                                                                        strict=True)})
-        return {name: counts[name] for name in keys}
+    # -- the checks before a task (in the task's shard) ---------------------------------
 
     def task_start(self, crawl_id: str, config_digest: str, task: CrawlTask,
                    deadline: float | None = None, shards: int | None = None) -> TaskStart | None:
@@ -450,31 +377,6 @@ class CrawlRegistry:
             return None
         return TaskStart(bool(reply[1]), int(reply[2]), int(reply[3]))
 
-    def set_host_counts(self, crawl_id: str, counts: dict[str, int],
-                        shards: int | None = None) -> None:
-        """The ledger from a crawl database (on resume and rebuild), each key in its shard."""
-        shards = self.shard_count(crawl_id, shards)
-        by_shard: dict[int, dict[str, int]] = {shard: {} for shard in range(shards)}
-        for name, value in with_domain_counts(counts).items():
-            by_shard[_ledger_shard(name, shards)][name] = value
-        pipe = self.client.pipeline(transaction=False)
-        for shard, mapping in by_shard.items():
-            key = self.shard_prefix(crawl_id, shard) + "hosts"
-            pipe.delete(key)
-            if mapping:
-                pipe.hset(key, mapping=mapping)
-        pipe.execute()
-
-    def robots_failures(self, crawl_id: str, host: str, shards: int | None = None) -> int:
-        key = self._shard_key(crawl_id, host, self.shard_count(crawl_id, shards),
-                              "robots_failures")
-        return int(self.client.hget(key, host) or 0)
-
-    def note_robots_failure(self, crawl_id: str, host: str, shards: int | None = None) -> int:
-        key = self._shard_key(crawl_id, host, self.shard_count(crawl_id, shards),
-                              "robots_failures")
-        return int(self.client.hincrby(key, host, 1))
-
     def note_worker(self, crawl_id: str, worker: str, qtable_version: int) -> None:
         self.client.hset(self.prefix(crawl_id) + "workers", worker, qtable_version)
 
@@ -487,10 +389,3 @@ class CrawlRegistry:
         self.client.srem(self.root + "crawls", crawl_id)
         pattern = redis_client.glob_escape(self.prefix(crawl_id)) + "*"
         return redis_client.delete_keys(self.client, redis_client.scan_keys(self.client, pattern))
-
-
-def _ledger_shard(name: str, shards: int) -> int:
-    """The shard of a ledger key: a host's, or for ``@domain`` / ``#domain`` the domain's."""
-    if name[:1] in (DOMAIN_PAGES, DOMAIN_HOSTS):
-        return shard_of_domain(name[1:], shards) if shards > 1 else 0
-    return shard_of(name, shards)

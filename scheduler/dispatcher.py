@@ -33,7 +33,11 @@ shard, or with ``--shard i/k`` the shards ``s`` with ``s % k == i``: k dispatche
 each running the scripts of its shards only (on a Redis Cluster, spread over the masters). The
 page budget and ``max_outstanding`` are the crawl's: a shard's pops are bounded by what the
 other shards have fetched or hold in flight (read at the start of each round), so several dispatchers may overshoot them by
-at most the pops of one of their rounds; rounds take turns at which shard comes first.
+at most the pops of one of their rounds. A round merges the shards' orders: the shard whose
+best ready URL is best pops down to the best ready URL of any other shard (``_merge_order``),
+so one dispatcher serving every shard hands out URLs in the crawl's order, as with one shard;
+a dispatcher serving some shards pops only what beats the others' best ready URLs. "Low" is
+below ``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
 A shard whose Redis is down or failing over is skipped (its hosts wait; the other shards are
 served). A shard whose hosts wait for spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill``
 task at most every ``REFILL_EVERY`` seconds.
@@ -48,7 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import redis
@@ -72,6 +76,7 @@ REAP_EVERY = 0.5  # seconds
 IDLE_SLEEP = 0.2  # longest wait between rounds
 MIN_WAIT = 0.005  # shortest wait for a sleeping host
 OTHERS_EVERY = 0.5  # seconds between reads of the shards another dispatcher serves
+MERGE_CALLS = 3  # a round's calls per served shard at most, while merging their orders
 REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
 CLUSTER_POLL = 0.02  # seconds between rounds where a cluster cannot block on every wake list
 # Redis checks blocking timeouts only at its ``hz`` (10/s by default), so a BLPOP may return up
@@ -94,12 +99,12 @@ class _Crawl:
     settings: Settings
     shards: dict[int, _Shard]  # the shards this dispatcher serves
     max_outstanding: int  # the crawl's, over all its shards
-    turn: int = 0  # the shard a round starts with (rounds take turns: no shard comes first)
     # per shard of the crawl: (fetched, in flight, queued, hosts with spilled URLs), as last seen
     seen: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     # per other shard: its best queued priority and its low URLs in flight, as last read
     best: dict[int, float] = field(default_factory=dict)
     low: dict[int, int] = field(default_factory=dict)
+    ready: dict[int, float] = field(default_factory=dict)  # shard -> its best ready priority
     others_read: float = -float("inf")
 
 
@@ -115,6 +120,7 @@ class DispatchRound:
     sleeper_ready_in: float | None  # seconds until the next sleeping host wakes; None: none
     spilled_hosts: int = 0  # hosts with URLs waiting in the crawl database
     refill_due: int = 0  # of them, hosts due a refill now
+    ready_best: float | None = None  # the best priority of a ready host left after the pops
 
 
 SendTask = Callable[[str, dict], None]
@@ -220,15 +226,14 @@ class Dispatcher:
         if not crawl.shards:  # another dispatcher serves this crawl's shards
             return sent, wait
         self._read_others(crawl_id, crawl, force=crawl.settings.frontier_shards > 1)
-        order = sorted(crawl.shards)
-        crawl.turn = (crawl.turn + 1) % len(order)
-        for index in order[crawl.turn:] + order[:crawl.turn]:
-            result = self._serve_shard_safely(crawl_id, crawl, index)
+        for index, floor in self._merge_order(crawl):
+            result = self._serve_shard_safely(crawl_id, crawl, index, floor)
             if result is _UNAVAILABLE:
+                crawl.ready.pop(index, None)
                 continue
             if result is None:  # registered again (--resume) since cached: settings may differ
                 crawl = self._crawl(crawl_id, refresh=True)
-                result = self._serve_shard(crawl_id, crawl, index)
+                result = self._serve_shard(crawl_id, crawl, index, floor)
                 if result is None:
                     raise RegistryError(f"crawl {crawl_id!r} changed its config twice in a row")
             if result is _INACTIVE:  # stopped or done meanwhile
@@ -241,13 +246,36 @@ class Dispatcher:
         self._finish_if_done(crawl_id, crawl)
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
 
-    def _serve_shard_safely(self, crawl_id: str, crawl: _Crawl, index: int
-                            ) -> DispatchRound | None:
+    def _merge_order(self, crawl: _Crawl) -> Iterator[tuple[int, float | None]]:
+        """The round's calls, (shard, floor): the crawl's order across shards, as a merge. The
+        shard whose best ready URL is best pops every URL down to the best ready URL of any
+        other shard (its floor), and tells what it has left; again, while a served shard is
+        best. Then each served shard not called yet, with the others' best as its floor (its
+        reap, refills and figures; it pops only what beats them)."""
+        called: set[int] = set()
+        for _ in range(MERGE_CALLS * len(crawl.shards)):
+            best = max(crawl.ready.items(), key=lambda item: item[1], default=None)
+            if best is None or best[0] not in crawl.shards:
+                break  # nothing ready, or another dispatcher's shard is best
+            index, before = best
+            floor = max((score for shard, score in crawl.ready.items() if shard != index),
+                        default=None)
+            called.add(index)
+            yield index, floor
+            if crawl.ready.get(index) == before:  # nothing taken (slots, budget, low rule)
+                break
+        for index in sorted(crawl.shards):
+            if index not in called:
+                yield index, max((score for shard, score in crawl.ready.items()
+                                  if shard != index), default=None)
+
+    def _serve_shard_safely(self, crawl_id: str, crawl: _Crawl, index: int,
+                            floor: float | None) -> DispatchRound | None:
         """``_serve_shard``, or ``_UNAVAILABLE`` while the shard's Redis is down or failing
         over: its hosts wait, the other shards go on (warned once per outage)."""
         shard = crawl.shards[index]
         try:
-            result = self._serve_shard(crawl_id, crawl, index)
+            result = self._serve_shard(crawl_id, crawl, index, floor)
         except UNAVAILABLE as exc:
             if not shard.failing:
                 log.warning("crawl %s: shard %d unavailable (%s); its hosts wait", crawl_id,
@@ -263,15 +291,20 @@ class Dispatcher:
                 shard.last_refill = self.clock()
         return result
 
-    def _serve_shard(self, crawl_id: str, crawl: _Crawl, index: int) -> DispatchRound | None:
+    def _serve_shard(self, crawl_id: str, crawl: _Crawl, index: int,
+                     floor: float | None = None) -> DispatchRound | None:
         shard = crawl.shards[index]
         now = self.clock()
         reap = now - shard.last_reap >= REAP_EVERY
         if reap:
             shard.last_reap = now
-        result = self._dispatch(crawl_id, crawl, index, reap)
+        result = self._dispatch(crawl_id, crawl, index, reap, floor)
         if result is None or result is _INACTIVE:
             return result
+        if result.ready_best is None:
+            crawl.ready.pop(index, None)
+        else:
+            crawl.ready[index] = result.ready_best
         if result.reaped:
             reaped = result.reaped
             if reaped >= REAP_BATCH:
@@ -284,8 +317,8 @@ class Dispatcher:
         self._maybe_refill(crawl_id, shard, index, result)
         return result
 
-    def _dispatch(self, crawl_id: str, crawl: _Crawl, index: int, reap: bool
-                  ) -> DispatchRound | None:
+    def _dispatch(self, crawl_id: str, crawl: _Crawl, index: int, reap: bool,
+                  floor: float | None = None) -> DispatchRound | None:
         """The round's script on one shard (see ``redis_scripts.DISPATCH``); None if the config
         changed, ``_INACTIVE`` if the crawl is no longer active."""
         settings, frontier = crawl.settings, crawl.shards[index].frontier
@@ -309,21 +342,23 @@ class Dispatcher:
                   "diversity": frontier.diversity, "diversity_slack": repr(float(frontier.slack)),
                   "low_after_idle": repr(LOW_AFTER_IDLE),
                   "crawl_best": repr(max(bests)) if bests else "",
-                  "low_elsewhere": low_elsewhere}
+                  "low_elsewhere": low_elsewhere,
+                  "floor": "" if floor is None else repr(floor)}
         args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
         reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
             return _INACTIVE
         if not reply[0]:
             return None
-        fetched, in_flight, queued, reaped, ready_in, spilled, due = reply[1:8]
+        fetched, in_flight, queued, reaped, ready_in, spilled, due, ready_best = reply[1:9]
         tasks = []
-        for body, token in zip(reply[8::2], reply[9::2], strict=True):
+        for body, token in zip(reply[9::2], reply[10::2], strict=True):
             task = LeasedTask.from_dict(json.loads(body))
             task.lease = token.decode() if isinstance(token, bytes) else str(token)
             tasks.append(task)
         return DispatchRound(tasks, int(fetched), int(in_flight), int(queued), int(reaped),
-                             float(ready_in) if ready_in else None, int(spilled), int(due))
+                             float(ready_in) if ready_in else None, int(spilled), int(due),
+                             float(ready_best) if ready_best else None)
 
     def _read_others(self, crawl_id: str, crawl: _Crawl, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every
@@ -356,9 +391,15 @@ class Dispatcher:
             pipe.zrevrange(frontier + "best", 0, 0, withscores=True)
             pipe.zcount(frontier + "lease_priority", "-inf",
                         "-inf" if low_bound is None else f"({low_bound!r}")
+            pipe.zrevrange(frontier + "ready", 0, 0, withscores=True)
         replies = pipe.execute()
         for position, index in enumerate(others):
-            fetched, in_flight, queued, spilled, best, low = replies[6 * position:6 * position + 6]
+            fetched, in_flight, queued, spilled, best, low, ready = \
+                replies[7 * position:7 * position + 7]
+            if ready:
+                crawl.ready[index] = float(ready[0][1])
+            else:
+                crawl.ready.pop(index, None)
             crawl.seen[index] = (int(float(fetched or 0)), int(in_flight), int(queued or 0),
                                  int(spilled))
             if best:

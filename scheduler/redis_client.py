@@ -9,6 +9,7 @@ slots in one command, nor run scripts in a pipeline.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -18,6 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+log = logging.getLogger(__name__)
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # What a shard whose server is down or failing over raises: its hosts wait, the rest go on.
 UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
@@ -94,3 +96,54 @@ def node_client(client: Any, key: str) -> Any:
 def glob_escape(text: str) -> str:
     """``text`` as a literal in a SCAN pattern."""
     return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+MEMORY_CONFIG = {  # see docs/distributed.md: what keeps a queued and a known URL small
+    "set-max-intset-entries": 4096,  # dedup fingerprints stay 8 bytes each
+    "hash-max-listpack-value": 1024,  # a host's task JSONs stay in one compact listpack
+    "hash-max-listpack-entries": 512,
+    "zset-max-listpack-entries": 256,  # a host's queue of up to 256 URLs stays compact too
+}
+
+
+def ensure_memory_config(client: Any) -> None:
+    """Raise Redis's compact-encoding limits the frontier relies on to ``MEMORY_CONFIG`` where
+    they are lower (every node of a cluster); where CONFIG is disabled (a managed Redis), say
+    what to set."""
+    for name, wanted in MEMORY_CONFIG.items():
+        try:
+            current = {_text(k): _text(v) for k, v in _config_get(client, name).items()}
+            if int(current.get(name, wanted)) < wanted:
+                _config_set(client, name, wanted)
+        except redis.ResponseError:
+            log.warning("cannot read or set Redis %s: set it to %d or more (a frontier of "
+                        "many URLs then takes several times the memory)", name, wanted)
+            return
+
+
+def _config_get(client: Any, name: str) -> dict:
+    if is_cluster(client):  # the same value on every node (the project's files set them)
+        return client.config_get(name, target_nodes=client.get_random_node())
+    return client.config_get(name)
+
+
+def _config_set(client: Any, name: str, value: int) -> None:
+    if is_cluster(client):
+        client.config_set(name, value, target_nodes=client.ALL_NODES)
+    else:
+        client.config_set(name, value)
+
+
+def warn_unless_noeviction(client: Any) -> None:
+    try:
+        reply = _config_get(client, "maxmemory-policy")
+    except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
+        return
+    policy = {_text(k): _text(v) for k, v in reply.items()}.get("maxmemory-policy")
+    if policy is not None and policy != "noeviction":
+        log.warning("Redis maxmemory-policy is %r: the frontier needs 'noeviction', or "
+                    "evicted keys lose URLs silently", policy)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -106,6 +106,7 @@ from jlse.scheduler.redis_client import (
     is_cluster,
     node_client,
     scan_keys,
+    warn_unless_noeviction,
 )
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.urls import host_of, registered_domain
@@ -199,7 +200,7 @@ class RedisFrontier(Frontier):
         scripts = {name: client.register_script(getattr(redis_scripts, name.upper()))
                    for name in _SCRIPTS}
         self._scripts = scripts
-        _warn_unless_noeviction(client)
+        warn_unless_noeviction(client)
 
     def _run(self, name: str, args: list[Any], client: Any = None) -> Any:
         return self._scripts[name](keys=self._keys, args=args, client=client)
@@ -497,50 +498,3 @@ def _push_args(task: CrawlTask, dedup: bool) -> list[Any]:
     if dedup:
         args.extend(seen_slot(fp))
     return args
-
-
-MEMORY_CONFIG = {  # see docs/distributed.md: what keeps a queued and a known URL small
-    "set-max-intset-entries": 4096,  # dedup fingerprints stay 8 bytes each
-    "hash-max-listpack-value": 1024,  # a host's task JSONs stay in one compact listpack
-    "hash-max-listpack-entries": 512,
-    "zset-max-listpack-entries": 256,  # a host's queue of up to 256 URLs stays compact too
-}
-
-
-def ensure_memory_config(client: Any) -> None:
-    """Raise Redis's compact-encoding limits the frontier relies on to ``MEMORY_CONFIG`` where
-    they are lower (every node of a cluster); where CONFIG is disabled (a managed Redis), say
-    what to set."""
-    for name, wanted in MEMORY_CONFIG.items():
-        try:
-            current = {_text(k): _text(v) for k, v in _config_get(client, name).items()}
-            if int(current.get(name, wanted)) < wanted:
-                _config_set(client, name, wanted)
-        except redis.ResponseError:
-            log.warning("cannot read or set Redis %s: set it to %d or more (a frontier of "
-                        "many URLs then takes several times the memory)", name, wanted)
-            return
-
-
-def _config_get(client: Any, name: str) -> dict:
-    if is_cluster(client):  # the same value on every node (the project's files set them)
-        return client.config_get(name, target_nodes=client.get_random_node())
-    return client.config_get(name)
-
-
-def _config_set(client: Any, name: str, value: int) -> None:
-    if is_cluster(client):
-        client.config_set(name, value, target_nodes=client.ALL_NODES)
-    else:
-        client.config_set(name, value)
-
-
-def _warn_unless_noeviction(client: Any) -> None:
-    try:
-        reply = _config_get(client, "maxmemory-policy")
-    except redis.ResponseError:  # CONFIG disabled (managed Redis): cannot check
-        return
-    policy = {_text(k): _text(v) for k, v in reply.items()}.get("maxmemory-policy")
-    if policy is not None and policy != "noeviction":
-        log.warning("Redis maxmemory-policy is %r: the frontier needs 'noeviction', or "
-                    "evicted keys lose URLs silently", policy)

@@ -15,7 +15,7 @@
 # (REDIS_REPLICAS replicas each, ports from REDIS_CLUSTER_PORT; scripts/redis-cluster.sh) for the
 # frontier, takes RabbitMQ on 127.0.0.1:5672 as the broker (unless CELERY_BROKER_URL is set: a
 # Redis Cluster cannot carry Celery's broker) and runs one dispatcher per shard
-# (`jlse dispatcher --shard i/SHARDS`). Those URLs are kept in $RUN_DIR/cluster.env for `run`,
+# (`jlse dispatcher --shard i/SHARDS`; DISPATCHERS=n for n of them, 1 serving every shard). Those URLs are kept in $RUN_DIR/cluster.env for `run`,
 # `status` and `down`, which also stops that Redis Cluster.
 set -euo pipefail
 
@@ -35,6 +35,7 @@ SETTLE=${SETTLE:-3}                   # seconds a role without a health probe mu
 TAIL_LINES=${TAIL_LINES:-25}
 METRICS_PORT=${METRICS_PORT:-}        # Prometheus: dispatcher on it, worker N on it + N (127.0.0.1)
 SHARDS=${SHARDS:-1}                   # frontier shards: > 1 starts a Redis Cluster (see above)
+DISPATCHERS=${DISPATCHERS:-$SHARDS}   # dispatcher i of n serves the shards s with s % n == i
 REDIS_REPLICAS=${REDIS_REPLICAS:-1}
 REDIS_CLUSTER_PORT=${REDIS_CLUSTER_PORT:-7101}
 RABBITMQ_URL=${RABBITMQ_URL:-amqp://guest:guest@127.0.0.1:5672//}
@@ -104,7 +105,7 @@ role_command() {  # ROLE -> sets CMD to the command line that runs it
   [ -n "$port" ] || CMD=()
   case $role in
     dispatcher) CMD+=("${JLSE_CMD[@]}" dispatcher) ;;
-    dispatcher*) CMD+=("${JLSE_CMD[@]}" dispatcher --shard "$((${role#dispatcher} - 1))/$SHARDS") ;;
+    dispatcher*) CMD+=("${JLSE_CMD[@]}" dispatcher --shard "$((${role#dispatcher} - 1))/$DISPATCHERS") ;;
     learner) CMD=("${JLSE_CMD[@]}" learner --hostname "$(node_name learner)") ;;
     worker*)
       CMD+=("${JLSE_CMD[@]}" worker --hostname "$(node_name "$role")")
@@ -138,7 +139,8 @@ prepare_flower_env() {
 }
 
 cluster_roles() {  # the roles `up` manages, one a line
-  if [ "$SHARDS" -gt 1 ]; then seq -f 'dispatcher%g' 1 "$SHARDS"; else printf '%s\n' dispatcher; fi
+  if [ "$DISPATCHERS" -gt 1 ]; then seq -f 'dispatcher%g' 1 "$DISPATCHERS"
+  else printf '%s\n' dispatcher; fi
   seq -f 'worker%g' 1 "$WORKERS"
   printf '%s\n' learner flower
 }
@@ -293,6 +295,8 @@ cmd_up() {
   local roles role
   [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || die "WORKERS must be a positive integer, not '$WORKERS'"
   [[ $SHARDS =~ ^[1-9][0-9]*$ ]] || die "SHARDS must be a positive integer, not '$SHARDS'"
+  [[ $DISPATCHERS =~ ^[1-9][0-9]*$ ]] ||
+    die "DISPATCHERS must be a positive integer, not '$DISPATCHERS'"
   [[ $METRICS_PORT =~ ^([1-9][0-9]*)?$ ]] && [ "${METRICS_PORT:-0}" -le $((65535 - WORKERS)) ] ||
     die "METRICS_PORT must be a TCP port with room for $WORKERS workers above it, not '$METRICS_PORT'"
   mapfile -t roles < <(cluster_roles)

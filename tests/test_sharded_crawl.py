@@ -10,7 +10,7 @@ from jlse.records import CrawlTask, Outcome
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatcher import Dispatcher, parse_shard_spec
 from jlse.scheduler.redis_frontier import LeasedTask
-from jlse.scheduler.redis_ledger import RedisHostLedger
+from jlse.scheduler.redis_ledger import RedisHostLedger, set_host_counts
 from jlse.scheduler.redis_robots import RedisRobotsStore, decode, encode
 from jlse.scheduler.robots import RobotsCache
 from jlse.scheduler.sharded_frontier import ShardedFrontier
@@ -69,7 +69,7 @@ def test_the_host_ledger_keeps_hosts_and_domains_in_their_shard(registry):
     assert registry.client.hget(key, "@site0.test") == b"2"
     assert ledger.note_robots_failure("h3.site3.test") == 1
     assert ledger.robots_failures("h3.site3.test") == 1
-    registry.set_host_counts("s1", {"a.test": 4, "b.a.test": 1})
+    set_host_counts(registry, "s1", {"a.test": 4, "b.a.test": 1})
     assert ledger.fetch_counts(None, ["a.test", "@a.test", "#a.test"]) == \
         {"a.test": 4, "@a.test": 5, "#a.test": 2}
 
@@ -250,3 +250,22 @@ def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
     for _ in range(3):
         dispatcher.serve("s1")
     assert sorted(task["priority"] for task in recorder.sent) == [0.1, 1.0]
+
+
+def test_a_round_merges_the_shards_by_priority(registry):
+    """One dispatcher serving every shard hands out URLs in the crawl's order, across shards
+    (a merge: the best shard pops down to the next shard's best ready URL, and so on)."""
+    from test_sharded_frontier import hosts_of_shard
+
+    frontier = _register(registry, max_outstanding=20, low_priority_slots=20,
+                         low_priority_share=1.0)
+    scores = {0: [0.9, 0.5, 0.3], 1: [0.8, 0.7, 0.2], 2: [0.6, 0.4, 0.1]}
+    tasks = []
+    for shard, values in scores.items():
+        for host, score in zip(hosts_of_shard(shard, SHARDS, 3), values, strict=True):
+            tasks.append(CrawlTask(url=f"http://{host}/", url_id=len(tasks), priority=score))
+    frontier.push_many(tasks)
+    recorder = Recorder([])
+    Dispatcher(registry, recorder).serve("s1")
+    sent = [task["priority"] for task in recorder.sent]
+    assert sent == sorted(sent, reverse=True) and len(sent) == 9
