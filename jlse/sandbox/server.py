@@ -23,6 +23,7 @@ from jlse.sandbox.web import SandboxWeb
 log = logging.getLogger(__name__)
 
 NO_BODY_STATUSES = (204, 304)
+CLIENT_CHECK = 0.5  # seconds between checks that a client waiting for a delay is still there
 
 
 class RequestLogEntry(NamedTuple):
@@ -75,10 +76,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.record(RequestLogEntry(time.monotonic(), host, path, response.status,
                                            self.headers.get("User-Agent", ""),
                                            response.n_bytes))
-        if not state.sleep(self.server.latency + response.delay):
+        if not self._wait(self.server.latency + response.delay):
             self.close_connection = True
             return
         self._send(response, path, head)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep before answering; False when the server stops or the client leaves first (a
+        long delay must not keep one thread per abandoned request)."""
+        state = self.server.state
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > CLIENT_CHECK:
+            if not state.sleep(CLIENT_CHECK) or self._client_left():
+                return False
+        return state.sleep(left)
+
+    def _client_left(self) -> bool:
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:  # nothing to read: still there
+            return False
+        except OSError:
+            return True
 
     def _send(self, response: Response, path: str, head: bool) -> None:
         try:
