@@ -19,6 +19,7 @@ of a crawl each trap takes.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import subprocess
@@ -86,9 +87,9 @@ def peak_rss(server: SandboxServer, pages: int, work: Path) -> tuple[float, floa
     return peak / 2**20, elapsed, fetched[0]
 
 
-def link_farm(server: SandboxServer, seconds: float, work: Path) -> tuple[int, int, float]:
-    """(normal-site pages, robots.txt requests to the farm's hosts, seconds) of a bfs crawl of
-    100 pages seeded with the farm, stopped after ``seconds``."""
+def link_farm(server: SandboxServer, seconds: float, work: Path) -> dict[str, float]:
+    """A bfs crawl of 100 pages seeded with the farm, stopped after ``seconds``: the normal
+    site's pages, the seconds to its first one, the robots.txt requests to the farm's hosts."""
     topic = topic_dir(work / "farm-topic", [f"http://{hostile.FARM_HOST}/"])
     cmd = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(topic), "--workdir",
            str(work / "farm"), "--max-pages", "100", "--no-progress", "--strategy", "bfs",
@@ -103,9 +104,10 @@ def link_farm(server: SandboxServer, seconds: float, work: Path) -> tuple[int, i
         process.wait()
     elapsed = time.monotonic() - started
     log = server.log
-    normal = sum(e.host == hostile.NORMAL_HOST and e.path != "/robots.txt" for e in log)
+    normal = [e.t for e in log if e.host == hostile.NORMAL_HOST and e.path != "/robots.txt"]
     robots = sum(e.host.startswith("dead-robots-") and e.path == "/robots.txt" for e in log)
-    return normal, robots, elapsed
+    first = min(normal, default=math.nan) - started
+    return {"normal": len(normal), "first": first, "robots": robots, "seconds": elapsed}
 
 
 def trap_shares(server: SandboxServer, budget: int, work: Path, extra: dict) -> dict[str, float]:
@@ -142,9 +144,10 @@ def main() -> None:
             report_traps(server, args.budget, args.before)
         if args.only in (None, "farm"):
             with tempfile.TemporaryDirectory() as tmp:
-                normal, robots, elapsed = link_farm(server, args.farm_seconds, Path(tmp))
-            print(f"link farm of {hostile.FARM_HOSTS} dead robots.txt hosts: {normal} pages of "
-                  f"the normal site in {elapsed:.0f} s ({robots} robots.txt requests)")
+                farm = link_farm(server, args.farm_seconds, Path(tmp))
+            print(f"link farm of {hostile.FARM_HOSTS} dead robots.txt hosts: {farm['normal']} "
+                  f"pages of the normal site in {farm['seconds']:.0f} s, the first after "
+                  f"{farm['first']:.0f} s ({farm['robots']} robots.txt requests)")
     finally:
         server.stop()
 

@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,24 @@ def test_trap_share_of_a_crawl_stays_under_ten_percent(sandbox, tmp_path) -> Non
     assert subdomains <= 0.1 * 300, subdomains
     assert variants <= 0.1 * 300, variants
     assert sum(hostile.NORMAL_HOST in url for url in fetched) >= 240
+
+
+# --- hosts whose robots.txt never answers --------------------------------------------------
+
+
+def test_link_farm_of_dead_robots_hosts_does_not_hold_the_crawl(sandbox, tmp_path) -> None:
+    """200 hosts whose robots.txt never answers (each waits its 2 s deadline, three times),
+    linked before a normal site. When robots.txt fetches took a quarter of the page fetch
+    slots (2 here), the normal site waited for about 200 x 2 s / 2 = 200 s; they now run
+    beside the page fetches, 64 at once."""
+    seeds = [f"http://{hostile.FARM_HOST}/?dead=200"]
+    started = time.monotonic()
+    summary, fetched, _ = _crawl(tmp_path, sandbox, seeds, 40, robots_deadline=2.0)
+    elapsed = time.monotonic() - started
+    print(f"link farm of 200 dead hosts: 40 pages in {elapsed:.1f} s")
+    assert summary.fetched == 40
+    assert sum(url.startswith(f"http://{hostile.NORMAL_HOST}/") for url in fetched) == 39
+    assert elapsed < 60, elapsed  # 14-21 s after; over 300 s before
 
 
 # --- a crawl database or workdir that cannot be used ----------------------------------------
