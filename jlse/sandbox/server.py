@@ -8,6 +8,7 @@ connection, every request logged.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import sys
 import threading
@@ -92,10 +93,14 @@ class _Handler(BaseHTTPRequestHandler):
         return state.sleep(left)
 
     def _client_left(self) -> bool:
-        try:
-            return not self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:  # nothing to read: still there
+        """Whether the connection reached its end (a poll first: a socket with a timeout
+        waits for data in ``recv`` whatever its flags)."""
+        poller = select.poll()
+        poller.register(self.connection, select.POLLIN)
+        if not poller.poll(0):
             return False
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
         except OSError:
             return True
 
