@@ -2,6 +2,7 @@
 of a crawl each trap takes.
 
     .venv/bin/python benchmarks/bench_hostile.py [--pages 16] [--budget 300] [--before]
+        [--farm-seconds 300] [--only rss|traps|farm]
 
 1. Peak RSS: ``jlse crawl`` (embedded, default page processes, concurrency 16) whose seeds are
    ``--pages`` copies of the 200,000-link gzip page (``links.hostile.test/big.html?copy=N``,
@@ -10,17 +11,20 @@ of a crawl each trap takes.
    (``s0.subtrap.test``), the ``?id=`` trap (``ids.hostile.test``) and a normal site: the share
    of fetched pages on each trap. ``--before`` also runs it with the domain and query-variant
    budgets off (the behaviour before them).
+3. Link farm: ``jlse crawl`` (embedded, default settings, bfs, 100 pages) seeded with
+   ``farm.hostile.test``, whose 1,997 hosts' robots.txt never answer, listed before the normal
+   site: the normal site's pages (and the robots.txt requests) within ``--farm-seconds``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -83,6 +87,29 @@ def peak_rss(server: SandboxServer, pages: int, work: Path) -> tuple[float, floa
     return peak / 2**20, elapsed, fetched[0]
 
 
+def link_farm(server: SandboxServer, seconds: float, work: Path) -> dict[str, float]:
+    """A bfs crawl of 100 pages seeded with the farm, stopped after ``seconds``: the normal
+    site's pages, the seconds to its first one, the robots.txt requests to the farm's hosts."""
+    topic = topic_dir(work / "farm-topic", [f"http://{hostile.FARM_HOST}/"])
+    cmd = [sys.executable, "-m", "jlse.cli", "crawl", "--topic", str(topic), "--workdir",
+           str(work / "farm"), "--max-pages", "100", "--no-progress", "--strategy", "bfs",
+           "--set", f"proxy={server.proxy_url}"]
+    server.clear_log()
+    started = time.monotonic()
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    elapsed = time.monotonic() - started
+    log = server.log
+    normal = [e.t for e in log if e.host == hostile.NORMAL_HOST and e.path != "/robots.txt"]
+    robots = sum(e.host.startswith("dead-robots-") and e.path == "/robots.txt" for e in log)
+    first = min(normal, default=math.nan) - started
+    return {"normal": len(normal), "first": first, "robots": robots, "seconds": elapsed}
+
+
 def trap_shares(server: SandboxServer, budget: int, work: Path, extra: dict) -> dict[str, float]:
     seeds = [f"http://s0.{hostile.SUBTRAP_DOMAIN}/", f"http://{hostile.IDS_HOST}/item?id=0",
              f"http://{hostile.NORMAL_HOST}/"]
@@ -105,25 +132,42 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=16)
     parser.add_argument("--budget", type=int, default=300)
     parser.add_argument("--before", action="store_true", help="also run with the budgets off")
+    parser.add_argument("--farm-seconds", type=float, default=300.0)
+    parser.add_argument("--only", choices=("rss", "traps", "farm"))
     args = parser.parse_args()
     server = SandboxServer(build_web())
     server.start()
-    threading.Thread(target=hostile.big_page_gzip, daemon=True).start()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            hostile.big_page_gzip()
-            peak, elapsed, fetched = peak_rss(server, args.pages, Path(tmp))
-            print(f"peak RSS, {args.pages} pages of 200,000 links in flight: {peak:.0f} MB "
-                  f"(process tree; {fetched} pages in {elapsed:.1f} s)")
-        runs = [("with the budgets", {})] + ([("budgets off", OFF)] if args.before else [])
-        for label, extra in runs:
+        if args.only in (None, "rss"):
+            report_rss(server, args.pages)
+        if args.only in (None, "traps"):
+            report_traps(server, args.budget, args.before)
+        if args.only in (None, "farm"):
             with tempfile.TemporaryDirectory() as tmp:
-                shares = trap_shares(server, args.budget, Path(tmp), extra)
-            print(f"trap share of a {args.budget}-page bfs crawl, {label}: " + ", ".join(
-                f"{name} {value:.1%}" if name != "fetched" else f"{value} fetched"
-                for name, value in shares.items()))
+                farm = link_farm(server, args.farm_seconds, Path(tmp))
+            print(f"link farm of {hostile.FARM_HOSTS} dead robots.txt hosts: {farm['normal']} "
+                  f"pages of the normal site in {farm['seconds']:.0f} s, the first after "
+                  f"{farm['first']:.0f} s ({farm['robots']} robots.txt requests)")
     finally:
         server.stop()
+
+
+def report_rss(server: SandboxServer, pages: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        hostile.big_page_gzip()
+        peak, elapsed, fetched = peak_rss(server, pages, Path(tmp))
+    print(f"peak RSS, {pages} pages of 200,000 links in flight: {peak:.0f} MB "
+          f"(process tree; {fetched} pages in {elapsed:.1f} s)")
+
+
+def report_traps(server: SandboxServer, budget: int, before: bool) -> None:
+    runs = [("with the budgets", {})] + ([("budgets off", OFF)] if before else [])
+    for label, extra in runs:
+        with tempfile.TemporaryDirectory() as tmp:
+            shares = trap_shares(server, budget, Path(tmp), extra)
+        print(f"trap share of a {budget}-page bfs crawl, {label}: " + ", ".join(
+            f"{name} {value:.1%}" if name != "fetched" else f"{value} fetched"
+            for name, value in shares.items()))
 
 
 if __name__ == "__main__":

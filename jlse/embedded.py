@@ -22,6 +22,7 @@ from jlse.progress import CrawlProgress, hold_up_note
 from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
 from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.metrics import serve_crawl
+from jlse.scheduler.robots import RobotsCache, pending_wait
 from jlse.scheduler.urls import host_of
 from jlse.settings import LOW_AFTER_IDLE, Settings
 from jlse.workers.engine import CrawlEngine
@@ -38,21 +39,36 @@ class RobotsKnownHosts:
 
     A page of another host first waits for its host's robots.txt, which may take up to
     ``robots_deadline`` and never fetches the page in the same task (the pipeline sends it back
-    to the frontier): such a page holds no budget slot while in flight, so hosts whose
-    robots.txt hangs cannot hold the last budget slots while a known host's pages wait."""
+    to the frontier): such a page holds no budget slot and no page fetch slot while in flight,
+    but one of the crawl's ``slots`` robots.txt slots, so hosts whose robots.txt hangs (a link
+    farm of dead hosts) cannot hold the crawl while a known host's pages wait."""
 
-    def __init__(self, size: int = 100_000) -> None:
+    def __init__(self, robots: RobotsCache | None, size: int = 100_000) -> None:
+        self.robots = robots
+        self.slots = robots.slots if robots is not None else 0
         self.size = size
         self._hosts: OrderedDict[str, None] = OrderedDict()
+        self._waiting: OrderedDict[str, None] = OrderedDict()  # sent back: every slot busy
 
     def holds(self, url: str) -> bool:
         """Whether a page of ``url`` holds a budget slot while in flight."""
-        return host_of(url) in self._hosts
+        return self.robots is None or host_of(url) in self._hosts
+
+    def wait(self, url: str) -> float:
+        """Seconds a page of ``url``, whose host's robots.txt is not known, goes back to the
+        frontier for when every robots.txt slot is busy."""
+        host = host_of(url)
+        self._waiting[host] = None
+        self._waiting.move_to_end(host)
+        if len(self._waiting) > self.size:
+            self._waiting.popitem(last=False)
+        return pending_wait(self.robots.settings, len(self._waiting), self.slots)
 
     def learn(self, result: PageResult) -> None:
         if result.robots_ready is None:
             return
         host = host_of(result.task.url)
+        self._waiting.pop(host, None)
         if not result.robots_ready:
             self._hosts.pop(host, None)
             return
@@ -83,7 +99,7 @@ class EmbeddedCrawler:
         self._started = 0  # pages started (submitted to the pool)
         self._low_started = 0  # of which "low" ones
         self._last_start = time.monotonic()
-        self._robots_known = RobotsKnownHosts()
+        self._robots_known = RobotsKnownHosts(engine.pipeline.robots)
         self._stopping = False
         self._hold_ups_at = 0.0
 
@@ -119,10 +135,10 @@ class EmbeddedCrawler:
 
         The budget counts pages written plus pages in flight, except stragglers (in flight for
         ``straggler_seconds`` or more) and pages whose host's robots.txt is not known yet
-        (``RobotsKnownHosts``; they still take one of the ``concurrency`` fetch slots): another
-        page starts in their place, so a page or a robots.txt that hangs never holds the
-        crawl. When the budget is written, the pages still in
-        flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
+        (``RobotsKnownHosts``; they take one of the robots.txt slots, not of the
+        ``concurrency`` page fetch slots): another page starts in their place, so a page or a
+        robots.txt that hangs never holds the crawl. When the budget is written, the pages
+        still in flight are left ``queued`` (``unfinished``): ``--resume`` fetches them."""
         metrics = serve_crawl(self.settings.metrics_port, self.frontier, self.model_version) \
             if self.settings.metrics_port else None  # Prometheus, on 127.0.0.1
         pool = self.pool or ThreadPagePool(self.engine.process, 2 * self.settings.concurrency)
@@ -166,14 +182,13 @@ class EmbeddedCrawler:
                 self.frontier.finish(task, requeue=True)
 
     def _submit_ready(self, pool: ThreadPagePool) -> None:
-        concurrency = self.settings.concurrency
+        concurrency, known = self.settings.concurrency, self._robots_known
+        robots_free = known.slots - pool.waiting_for_robots()
         while True:
-            in_flight = len(pool.in_flight())
-            stragglers_after = self.settings.straggler_seconds
-            if pool.running(stragglers_after) >= concurrency or in_flight >= 2 * concurrency:
+            pages = pool.running(self.settings.straggler_seconds, budget_only=True)
+            if pages >= concurrency or len(pool.in_flight()) >= 2 * concurrency + known.slots:
                 return
-            if self.fetched() + pool.running(stragglers_after, budget_only=True) \
-                    >= self.settings.max_pages:
+            if self.fetched() + pages >= self.settings.max_pages:
                 return
             low_below = self._low_priority_bound()
             task = self.frontier.pop(None if self._low_slot_free(low_below) else low_below)
@@ -182,7 +197,12 @@ class EmbeddedCrawler:
             if not self.engine.admit(task):
                 self._show(counted=False)
                 continue
-            pool.submit(task, self.model_version(), self._robots_known.holds(task.url))
+            holds = known.holds(task.url)
+            if not holds and robots_free <= 0:  # its robots.txt waits for a slot
+                self.frontier.finish(task, requeue=True, delay=known.wait(task.url))
+                continue
+            robots_free -= not holds
+            pool.submit(task, self.model_version(), holds)
             self._started += 1
             self._low_started += task.priority < low_below
             self._last_start = time.monotonic()

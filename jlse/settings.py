@@ -75,7 +75,9 @@ class Settings:
     robots_retry_after: float = 60.0  # robots.txt 5xx/unreachable: host retried after this
     robots_unavailable_retries: int = 2  # then its URLs are given up (outcome robots_unavailable)
     robots_deadline: float = 5.0  # total seconds for one robots.txt fetch, redirects included
-    robots_slots: int = 0  # robots.txt fetches at once per process; 0 = a quarter of concurrency
+    # robots.txt fetches at once: the embedded crawl's, beside its page fetches (0 = 8 x
+    # concurrency); a worker process's, in its fetch slots (0 = a quarter of concurrency)
+    robots_slots: int = 0
     # --- scope and traps ---
     allowed_domains: list[str] = field(default_factory=list)  # empty = any host
     denied_domains: list[str] = field(default_factory=list)

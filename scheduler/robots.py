@@ -17,6 +17,8 @@ What a robots.txt fetch means (RFC 9309 section 2.3.1):
 robots.txt fetches have their own deadline (``robots_deadline``) and at most ``robots_slots`` run
 at once per cache: when they are all taken, a URL of a host not yet known is *pending* (its
 runner queues it again shortly), so hosts whose robots.txt hangs never hold every fetch slot.
+The embedded crawl runs its robots.txt fetches beside its page fetches, not in their slots, and
+has many more of them (``robots_slots(settings, embedded=True)``).
 """
 
 from __future__ import annotations
@@ -125,15 +127,16 @@ class RobotsCache:
     ``robots_cache_ttl`` seconds (``robots_retry_after`` when unreachable)."""
 
     def __init__(self, settings: Settings, fetch_robots: Callable[[str], RobotsResponse],
-                 shared: SharedRobots | None = None) -> None:
+                 slots: int | None = None, shared: SharedRobots | None = None) -> None:
         self.settings = settings
+        self.slots = slots or robots_slots(settings)
         self.fetch_robots = fetch_robots
         self.shared = shared  # other processes' answers (a cluster: ``redis_robots``)
         self.agent = agent_token(settings.user_agent)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._loading: dict[str, threading.Lock] = {}  # per-host locks while robots.txt loads
         self._lock = threading.Lock()  # guards _entries and _loading
-        self._slots = threading.BoundedSemaphore(robots_slots(settings))
+        self._slots = threading.BoundedSemaphore(self.slots)
         self._pending: OrderedDict[str, float] = OrderedDict()  # origin -> when it waited
 
     def check(self, url: str) -> RobotsVerdict:
@@ -176,9 +179,6 @@ class RobotsCache:
             self._slots.release()
 
     def _pending_wait(self, origin: str) -> float:
-        """Seconds a host waiting for a robots.txt slot should stay away: about the time the
-        slots need to serve every host waiting (hosts whose robots.txt hang must not come
-        back hundreds of times a second, crowding out the hosts that answer)."""
         now = time.monotonic()
         with self._lock:
             self._pending[origin] = now
@@ -187,8 +187,7 @@ class RobotsCache:
                                      or next(iter(self._pending.values())) < now - PENDING_TTL):
                 self._pending.popitem(last=False)
             waiting = len(self._pending)
-        rounds = 1.0 + waiting / robots_slots(self.settings)
-        return self.settings.robots_deadline * rounds * random.uniform(0.5, 1.5)
+        return pending_wait(self.settings, waiting, self.slots)
 
     def _load_once(self, origin: str) -> tuple[_Entry, bool]:
         with self._lock:
@@ -292,9 +291,21 @@ class RobotsCache:
                              sitemaps=entry.sitemaps if fetched else ())
 
 
-def robots_slots(settings: Settings) -> int:
-    """robots.txt fetches allowed at once: ``robots_slots``, or a quarter of ``concurrency``."""
-    return settings.robots_slots or max(1, settings.concurrency // 4)
+def robots_slots(settings: Settings, embedded: bool = False) -> int:
+    """robots.txt fetches allowed at once: ``robots_slots``, else a quarter of ``concurrency``,
+    or 8 x ``concurrency`` in the embedded crawl, where they wait beside the page fetches (a
+    robots.txt fetch is cheap I/O: a link farm of hosts whose robots.txt never answers must
+    not hold the crawl for long)."""
+    if settings.robots_slots:
+        return settings.robots_slots
+    return 8 * settings.concurrency if embedded else max(1, settings.concurrency // 4)
+
+
+def pending_wait(settings: Settings, waiting: int, slots: int) -> float:
+    """Seconds a host waiting for one of ``slots`` robots.txt slots should stay away: about
+    the time the slots need to serve the ``waiting`` hosts (hosts whose robots.txt hang must
+    not come back hundreds of times a second, crowding out the hosts that answer)."""
+    return settings.robots_deadline * (1.0 + waiting / slots) * random.uniform(0.5, 1.5)
 
 
 def _is_not_there(result: RobotsResponse) -> bool:

@@ -25,7 +25,7 @@ from prometheus_scrape import free_port, scrape, total
 
 from jlse.records import LinkStatus
 from jlse.run import run_crawl
-from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.crawl_registry import CrawlRegistry, RegistryError
 from jlse.scheduler.store import open_store
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -65,22 +65,27 @@ class Cluster:
     def start(self, name: str, *args: str, ready: str | None = None,
               env: dict[str, str] | None = None) -> None:
         log = open(self.logs / f"{name}.log", "ab")
+        offset = log.tell()  # a restarted process appends: only its own lines say "ready"
         self.procs[name] = subprocess.Popen(_jlse(*args), cwd=REPO, env={**_env(), **(env or {})},
                                             stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
         if ready:
-            self._wait_for(name, ready)
+            self._wait_for(name, ready, offset)
 
     def start_worker(self, name: str) -> None:
         port = METRICS_PORTS.setdefault(name, free_port())
         self.start(name, "worker", "--concurrency", "1", "--hostname", f"{name}@{PREFIX[:-1]}",
                    ready=" ready.", env={"JLSE_WORKER_METRICS_PORT": str(port)})
 
-    def _wait_for(self, name: str, text: str, timeout: float = 60.0) -> None:
+    def _wait_for(self, name: str, text: str, offset: int = 0, timeout: float = 120.0) -> None:
+        """Until ``text`` is in the log past ``offset`` (a worker's start, numba and jieba
+        included, takes several times longer on a loaded machine)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if text in (self.logs / f"{name}.log").read_text(errors="replace"):
-                return
+            with open(self.logs / f"{name}.log", "rb") as log:
+                log.seek(offset)
+                if text in log.read().decode(errors="replace"):
+                    return
             assert self.procs[name].poll() is None, self.tail(name)
             time.sleep(0.2)
         raise AssertionError(f"{name} not ready after {timeout} s\n{self.tail(name)}")
@@ -159,9 +164,38 @@ def _crawl_cmd(topic: Path, store_url: str, crawl_id: str, sandbox, strategy: st
     return _jlse(*args)
 
 
+def _stop_if_running(crawl_id: str) -> None:
+    """A crawl a failed test leaves running is served on by the dispatcher until its budget is
+    spent, on the same two workers: the next test's crawl would wait behind it. Stop it."""
+    registry = CrawlRegistry(redis.Redis.from_url(REDIS_URL), PREFIX)
+    try:
+        if registry.config(crawl_id)["status"] == "running":
+            registry.set_status(crawl_id, "stopped", "its test ended")
+    except RegistryError:  # never registered, or gone with Redis's data
+        pass
+    finally:
+        registry.client.close()
+
+
+def _finish(proc: subprocess.Popen, cluster: Cluster, timeout: float) -> tuple[str, str]:
+    """(stdout, stderr) of a crawl; on a timeout, a failure with what every process logged
+    last (below pytest's own timeout, which would say nothing)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        tails = {name: cluster.tail(name)[-1500:] for name in cluster.procs}
+        pytest.fail(f"the crawl did not end within {timeout:.0f} s\ncrawl: {err[-1500:]}\n"
+                    + "\n".join(f"{name}: {tail}" for name, tail in tails.items()))
+
+
 def _run_crawl(cmd: list[str], cluster: Cluster, timeout: float = 150.0) -> dict:
-    done = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        done = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        _stop_if_running(cmd[cmd.index("--crawl-id") + 1])
     assert done.returncode == 0, (done.stderr[-3000:], cluster.tail("dispatcher"),
                                   cluster.tail("w1"))
     return json.loads(done.stdout)
@@ -279,10 +313,11 @@ def test_prometheus_scrape_of_a_running_cluster(cluster, phones_topic, sandbox, 
     try:
         _wait_fetched(redis_client, "metrics1", 60, proc)
         running = scrape(METRICS_PORTS["dispatcher"])
-        out, err = proc.communicate(timeout=150)
+        out, err = _finish(proc, cluster, timeout=150)
     finally:
         if proc.poll() is None:
             proc.kill()
+        _stop_if_running("metrics1")
     assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
     summary = json.loads(out)
     crawl = (("crawl_id", "metrics1"),)
@@ -332,12 +367,13 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
         cluster.kill("w1")
         killed_at = time.monotonic()
         sandbox.set_latency(0.0)
-        out, err = proc.communicate(timeout=300)
+        out, err = _finish(proc, cluster, timeout=240)
         after_kill = time.monotonic() - killed_at
     finally:
         sandbox.set_latency(0.0)
         if proc.poll() is None:
             proc.kill()
+        _stop_if_running("kill1")
         cluster.start_worker("w1")  # for the tests after this one
     assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
     reaped = re.findall(r"crawl kill1: (\d+) expired leases returned",
@@ -375,10 +411,11 @@ def test_frontier_rebuild_after_redis_data_loss(cluster, phones_topic, sandbox, 
             cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60)
         assert rebuilt.returncode == 0, rebuilt.stderr
         assert "URLs queued" in rebuilt.stdout
-        out, err = proc.communicate(timeout=300)
+        out, err = _finish(proc, cluster, timeout=200)
     finally:
         if proc.poll() is None:
             proc.kill()
+        _stop_if_running("flush1")
     assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
     summary = json.loads(out)
     # counters are reset from PostgreSQL by the rebuild: a page written but not yet counted at

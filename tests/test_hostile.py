@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,37 @@ def test_big_page_parses_in_bounded_memory_and_cpu() -> None:
     assert figures["cpu"] < 2.0
 
 
+CRAWL_BIG_PAGES = r"""
+import json, resource, sys
+from pathlib import Path
+from jlse.run import run_crawl
+summary = run_crawl(Path(sys.argv[1]), json.loads(sys.argv[2]), workdir=Path(sys.argv[3]),
+                    progress=False)
+print(json.dumps({"fetched": summary.fetched,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def test_big_pages_in_flight_stay_in_bounded_memory(sandbox, tmp_path) -> None:
+    """16 pages of 200,000 links fetched at once by the threads of one process: each page's
+    bytes and text (15 MB) and its tree and walk at the tag cap (~40 MB) were all held at once
+    (peak RSS 666 and 756 MB); now the bytes go once the page is kept and at most two pages
+    are parsed at once (495 and 500 MB)."""
+    pages = 16
+    topic = _topic(tmp_path / "topic", [f"http://{hostile.LINKS_HOST}/big.html?copy={n}"
+                                        for n in range(pages)])
+    settings = dict(FAST, proxy=sandbox.proxy_url, max_pages=pages, concurrency=pages,
+                    host_concurrency=pages, politeness_delay=0.0, store_pages=False)
+    hostile.big_page_gzip()  # served at once, so the fetches overlap
+    done = subprocess.run([sys.executable, "-c", CRAWL_BIG_PAGES, str(topic),
+                           json.dumps(settings), str(tmp_path / "w")],
+                          capture_output=True, text=True, timeout=240, check=True)
+    figures = json.loads(done.stdout)
+    print(f"{pages} big pages in flight: peak RSS {figures['rss_mb']:.0f} MB")
+    assert figures["fetched"] == pages
+    assert figures["rss_mb"] < 600
+
+
 def test_many_links_keep_the_way_to_the_normal_site(sandbox, tmp_path) -> None:
     summary, fetched, log = _crawl(tmp_path, sandbox,
                                    [f"http://{hostile.LINKS_HOST}/many.html"], 20)
@@ -97,6 +129,24 @@ def test_trap_share_of_a_crawl_stays_under_ten_percent(sandbox, tmp_path) -> Non
     assert subdomains <= 0.1 * 300, subdomains
     assert variants <= 0.1 * 300, variants
     assert sum(hostile.NORMAL_HOST in url for url in fetched) >= 240
+
+
+# --- hosts whose robots.txt never answers --------------------------------------------------
+
+
+def test_link_farm_of_dead_robots_hosts_does_not_hold_the_crawl(sandbox, tmp_path) -> None:
+    """200 hosts whose robots.txt never answers (each waits its 2 s deadline, three times),
+    linked before a normal site. When robots.txt fetches took a quarter of the page fetch
+    slots (2 here), the normal site waited for about 200 x 2 s / 2 = 200 s; they now run
+    beside the page fetches, 64 at once."""
+    seeds = [f"http://{hostile.FARM_HOST}/?dead=200"]
+    started = time.monotonic()
+    summary, fetched, _ = _crawl(tmp_path, sandbox, seeds, 40, robots_deadline=2.0)
+    elapsed = time.monotonic() - started
+    print(f"link farm of 200 dead hosts: 40 pages in {elapsed:.1f} s")
+    assert summary.fetched == 40
+    assert sum(url.startswith(f"http://{hostile.NORMAL_HOST}/") for url in fetched) == 39
+    assert elapsed < 60, elapsed  # 14-21 s after; over 300 s before
 
 
 # --- a crawl database or workdir that cannot be used ----------------------------------------

@@ -71,6 +71,17 @@ def test_keeper_caps_the_renewal_at_lease_seconds(registry):
     assert LeaseKeeper(registry, held=list).lease_seconds("nobody") is None
 
 
+def test_keeper_asks_again_for_a_crawl_gone_from_redis(registry):
+    """Redis lost the crawl's keys, then ``jlse frontier rebuild`` restored them: the next
+    heartbeat renews its leases again (it waited SETTINGS_TTL, 30 s, and the leases lapsed)."""
+    keeper = LeaseKeeper(registry, held=list, clock=FakeClock())
+    assert keeper.lease_seconds("k3") is None  # lost
+    settings = apply_overrides(Settings(), {"lease_seconds": 9.0}, source="test")
+    registry.register("k3", {"crawl_id": "k3", "settings": settings.to_dict(),
+                             "status": "running", "reason": "", "max_pages": 10}, None, {})
+    assert keeper.lease_seconds("k3") == 9.0  # rebuilt, one heartbeat later
+
+
 def test_worker_lease_seconds_below_five_is_refused():
     with pytest.raises(SettingsError, match="worker_lease_seconds"):
         apply_overrides(Settings(), {"worker_lease_seconds": 2.0}, source="test")

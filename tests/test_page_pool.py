@@ -96,6 +96,28 @@ def test_stragglers_hold_no_budget_slot_and_are_abandoned() -> None:
     pool.close()
 
 
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+def test_robots_waits_run_beside_busy_page_threads(kind) -> None:
+    """Every page thread hangs; tasks of hosts whose robots.txt is not known yet (holding no
+    budget slot) still run at once, each on a thread of its own."""
+    RELEASE.clear()
+    pool = ThreadPagePool(fake_page, threads=2) if kind == "threads" else \
+        ProcessPagePool(fake_page, processes=1, threads=2)
+    try:
+        for n in range(2):
+            pool.submit(CrawlTask(url=f"http://a.test/{n}/hang", url_id=n))
+        for n in range(2, 12):
+            pool.submit(CrawlTask(url=f"http://h{n}.test/slow", url_id=n), holds_budget=False)
+        assert pool.waiting_for_robots() == 10
+        started = time.monotonic()
+        assert sorted(r.task.url_id for r in collect_all(pool, 10)) == list(range(2, 12))
+        assert time.monotonic() - started < 3.0  # queued behind the hanging pages: never
+        assert pool.waiting_for_robots() == 0 and len(pool.in_flight()) == 2
+    finally:
+        RELEASE.set()
+        pool.close()
+
+
 def test_page_processes_learn_the_model_version() -> None:
     seen: list[int] = []
 

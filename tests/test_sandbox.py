@@ -202,6 +202,27 @@ def test_robots_hosts(get):
         get("http://robots-hang.test/robots.txt", timeout=0.5)
 
 
+def test_a_delay_is_answered_and_a_client_that_leaves_frees_its_thread(sandbox_web):
+    """The server waits out a response's delay (latency here) and answers; a client that
+    gives up on a robots.txt that never answers ends that wait (no thread per abandoned
+    request: a link farm of dead hosts would leave thousands)."""
+    with SandboxServer(sandbox_web, latency=0.0) as server:
+        proxies = {"http": server.proxy_url}
+        server.set_latency(1.2)
+        started = time.monotonic()
+        assert requests.get("http://normal.hostile.test/", proxies=proxies,
+                            timeout=10).status_code == 200
+        assert 1.2 <= time.monotonic() - started < 5
+        server.set_latency(0.0)
+        before = threading.active_count()
+        with pytest.raises(requests.exceptions.ReadTimeout):
+            requests.get("http://dead-robots-7.test/robots.txt", proxies=proxies, timeout=0.5)
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert threading.active_count() <= before
+
+
 # --- traps and redirects ---
 
 def test_spider_traps_never_end(get, sandbox_web):

@@ -182,7 +182,7 @@ def test_robots_txt_is_fetched_once_for_every_process_of_a_crawl(registry):
         return Answer(Outcome.OK, 200, "User-agent: *\nDisallow: /private\nCrawl-delay: 2\n")
 
     settings = Settings()
-    processes = [RobotsCache(settings, fetch, RedisRobotsStore(
+    processes = [RobotsCache(settings, fetch, shared=RedisRobotsStore(
         registry.client, registry.prefix("s1"), "s1", SHARDS)) for _ in range(4)]
     for cache in processes:
         assert cache.check("http://site1.test/a").allowed

@@ -35,7 +35,7 @@ from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, FetchRecord, NewLink, Ou
 from jlse.scheduler.frontier import Frontier, LocalFrontier
 from jlse.scheduler.ledger import HostLedger, LocalHostLedger, domain_keys
 from jlse.scheduler.metrics import observe_result
-from jlse.scheduler.robots import RobotsCache, SharedRobots
+from jlse.scheduler.robots import RobotsCache, SharedRobots, robots_slots
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.store.pages import PageRepository
 from jlse.scheduler.traps import TrapGuard, domain_over_budget
@@ -272,14 +272,14 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
     """A crawl's engine from its settings and backends: fetcher (archiving to WARC files in
     ``warc_dir``, default ``pages_dir``'s sibling ``warc``, when ``warc`` is on), robots.txt
     cache, trap filter, page repository and pipeline (``robots_turn``: see PagePipeline; the
-    embedded runner needs it; ``shared_robots``: robots.txt answers of the crawl's other
-    processes)."""
+    embedded runner needs it, and its robots.txt fetches have slots of their own;
+    ``shared_robots``: robots.txt answers of the crawl's other processes)."""
     if warc_dir is None and pages_dir:
         warc_dir = Path(pages_dir).parent / "warc"
     fetcher = make_fetcher(settings, warc_dir)
     traps = TrapGuard(settings)
-    robots = (RobotsCache(settings, fetcher.fetch_robots, shared_robots)
-              if settings.obey_robots else None)
+    robots = (RobotsCache(settings, fetcher.fetch_robots, robots_slots(settings, robots_turn),
+                          shared_robots) if settings.obey_robots else None)
     keep_pages = pages_dir and settings.store_pages and settings.warc != "only"
     pages = PageRepository(pages_dir) if keep_pages else None
     pipeline = PagePipeline(settings, fetcher, robots, strategy, model,

@@ -28,6 +28,7 @@ import requests
 import urllib3.exceptions
 
 from jlse.records import BODY_FAILED, Outcome
+from jlse.scheduler.robots import robots_slots
 from jlse.settings import Settings
 from jlse.workers.addrguard import AddressGuard, AddressRefused, GuardedAdapter
 from jlse.workers.charset import decode_html, looks_binary, sniffs_as_html
@@ -369,7 +370,10 @@ def _new_session(settings: Settings, guard: AddressGuard) -> requests.Session:
     session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
     session.headers["User-Agent"] = settings.user_agent
     session.headers["Accept"] = ACCEPT
-    adapter = _DeadlineAdapter(guard, pool_maxsize=max(settings.concurrency, 10))
+    # connections kept per origin (a proxy is one origin): the embedded crawl's page and
+    # robots.txt fetches at once, so none is dropped for want of room
+    kept = settings.concurrency + robots_slots(settings, embedded=True)
+    adapter = _DeadlineAdapter(guard, pool_maxsize=max(kept, 10))
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

@@ -83,15 +83,18 @@ class LeaseKeeper:
         return frontier
 
     def lease_seconds(self, crawl_id: str) -> float | None:
-        """How far ahead a held lease of the crawl is renewed; None if it is not registered."""
+        """How far ahead a held lease of the crawl is renewed; None if it is not registered.
+        A crawl gone from Redis (its keys lost) is asked again at the next heartbeat: cached,
+        its leases would go unrenewed for ``SETTINGS_TTL`` after ``jlse frontier rebuild``
+        restored it, and lapse under the tasks running."""
         cached = self._seconds.get(crawl_id)
         if cached is None or self.clock() - cached[0] >= SETTINGS_TTL:
             try:
                 settings = settings_from_config(self.registry.config(crawl_id))
-                seconds: float | None = min(settings.worker_lease_seconds,
-                                            settings.lease_seconds)
-            except RegistryError:  # gone (e.g. Redis lost its keys): nothing to renew
-                seconds = None
+            except RegistryError:  # gone (e.g. Redis lost its keys): nothing to renew now
+                self._seconds.pop(crawl_id, None)
+                return None
+            seconds = min(settings.worker_lease_seconds, settings.lease_seconds)
             cached = self._seconds[crawl_id] = (self.clock(), seconds)
         return cached[1]
 

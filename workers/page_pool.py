@@ -7,6 +7,10 @@ threads, so parsing and classifying use every core while the crawl process alone
 frontier and the database. Tasks and results cross the pipes as JSON (no pickle). A host always
 goes to the same process, so each host's robots.txt is fetched once.
 
+A task submitted as holding no budget slot (its host's robots.txt is not known yet: mostly a
+wait for robots.txt, cheap I/O) runs on a thread of its own, never queued behind the pages: the
+runner bounds how many are in flight (``robots_slots``).
+
 Threads and processes are daemons: a page that hangs (a server trickling its headers) never
 keeps the crawl alive after its end; such a page stays queued for ``--resume``.
 """
@@ -61,7 +65,10 @@ class ThreadPagePool:
     def submit(self, task: CrawlTask, model_version: int = 0, holds_budget: bool = True) -> None:
         self._next_id += 1
         self._in_flight[self._next_id] = InFlight(task, self._clock(), holds_budget=holds_budget)
-        self._tasks.put((self._next_id, task))
+        if holds_budget:
+            self._tasks.put((self._next_id, task))
+        else:
+            _run_aside(self._run, (self._next_id, task))
 
     def collect(self, timeout: float) -> list[PageResult]:
         """The results ready within ``timeout`` seconds (waits for the first one only)."""
@@ -89,6 +96,10 @@ class ThreadPagePool:
                    and (page.holds_budget or not budget_only)
                    for page in self._in_flight.values())
 
+    def waiting_for_robots(self) -> int:
+        """Tasks in flight submitted as holding no budget slot (their own threads)."""
+        return sum(not page.holds_budget for page in self._in_flight.values())
+
     def take_lost(self) -> list[CrawlTask]:
         """Tasks whose page process died: the caller queues them again (none for threads)."""
         return []
@@ -106,8 +117,11 @@ class ThreadPagePool:
 
     def _work(self) -> None:
         while (item := self._tasks.get()) is not _STOP:
-            key, task = item
-            self._results.put((key, self._process(task)))  # process never raises
+            self._run(item)
+
+    def _run(self, item: tuple[int, CrawlTask]) -> None:
+        key, task = item
+        self._results.put((key, self._process(task)))  # process never raises
 
 
 class ProcessPagePool(ThreadPagePool):
@@ -150,7 +164,8 @@ class ProcessPagePool(ThreadPagePool):
         worker = self._worker_for(task.url)
         self._next_id += 1
         self._in_flight[self._next_id] = InFlight(task, self._clock(), worker, holds_budget)
-        message = json.dumps([self._next_id, task.to_dict(), model_version], ensure_ascii=False)
+        message = json.dumps([self._next_id, task.to_dict(), model_version, holds_budget],
+                             ensure_ascii=False)
         try:
             self._conns[worker].send_bytes(message.encode("utf-8", "surrogatepass"))
         except OSError:
@@ -207,25 +222,38 @@ def _page_process(conn: Connection, crawl_ends: list[Connection],
     tasks: queue.SimpleQueue[tuple[int, CrawlTask] | None] = queue.SimpleQueue()
     send_lock = threading.Lock()
 
+    def run(item: tuple[int, CrawlTask]) -> None:
+        key, task = item
+        body = process(task).to_json()  # process never raises
+        try:
+            with send_lock:
+                conn.send_bytes(b"%d\n" % key + body)
+        except OSError:  # the crawl closed the pipe: it is over
+            os._exit(0)
+
     def work() -> None:
         while (item := tasks.get()) is not None:
-            key, task = item
-            body = process(task).to_json()  # process never raises
-            try:
-                with send_lock:
-                    conn.send_bytes(b"%d\n" % key + body)
-            except OSError:  # the crawl closed the pipe: it is over
-                os._exit(0)
+            run(item)
 
     for number in range(threads):
         threading.Thread(target=work, name=f"page-{number}", daemon=True).start()
     version = -1
     try:
         while True:
-            key, task, model_version = json.loads(conn.recv_bytes())
+            key, task, model_version, holds_budget = json.loads(conn.recv_bytes())
             if refresh is not None and model_version != version and refresh(model_version):
                 version = model_version
-            tasks.put((key, CrawlTask.from_dict(task)))
+            item = (key, CrawlTask.from_dict(task))
+            if holds_budget:
+                tasks.put(item)
+            else:
+                _run_aside(run, item)
     except (EOFError, OSError):
         pass
     os._exit(0)  # daemon threads may be inside a hanging fetch: do not wait for them
+
+
+def _run_aside(run: Callable[[tuple[int, CrawlTask]], None], item: tuple[int, CrawlTask]
+               ) -> None:
+    """Run one task on a daemon thread of its own (a robots.txt wait: see the module doc)."""
+    threading.Thread(target=run, args=(item,), name="robots", daemon=True).start()

@@ -15,8 +15,13 @@ interface: the parser's, the trap filter's and the crawl's tests are written aga
   ``IDS_FANOUT`` fresh ``?id=`` values of the same path.
 * ``normal.hostile.test``: a plain site, a tree without end: ``/a/N.html`` links to
   ``/b/4N+1.html`` ... ``/b/4N+4.html`` (and ``/b/`` to ``/a/``).
+* ``farm.hostile.test/?dead=N``: a link farm of dead robots.txt hosts: links to N (default
+  ``FARM_HOSTS``, at most ``MAX_FARM_HOSTS``) hosts ``dead-robots-K.test``, each its own
+  registered domain, then to ``normal.hostile.test`` (the page's last link).
+* ``dead-robots-K.test``: robots.txt never answers (the server waits until the client gives
+  up); any other path is a page that links nowhere.
 
-No host has robots.txt rules (404).
+No other host has robots.txt rules (404).
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ DEEP_HOST = "deep.hostile.test"
 IDS_HOST = "ids.hostile.test"
 NORMAL_HOST = "normal.hostile.test"
 SUBTRAP_DOMAIN = "subtrap.test"
+FARM_HOST = "farm.hostile.test"
+FARM_HOSTS = 1997
+MAX_FARM_HOSTS = 5000
+NEVER = 3600.0  # a robots.txt that never answers: the server waits until the client leaves
 BIG_LINKS = 200_000
 MANY_LINKS = 10_000
 DEFAULT_DEPTH = 300
@@ -43,19 +52,31 @@ IDS_FANOUT = 3
 NORMAL_FANOUT = 4
 
 _SUBTRAP = re.compile(r"s(\d{1,20})\.subtrap\.test")
+_DEAD = re.compile(r"dead-robots-(\d{1,5})\.test")
 _ITEM = re.compile(r"/item/(\d{1,7})\.html")
 _PAGE = re.compile(r"/([ab])/(\d{1,9})\.html")
 
 
 def serves(host: str) -> bool:
     """Whether ``host`` is one of this module's hosts."""
-    return host in (LINKS_HOST, DEEP_HOST, IDS_HOST, NORMAL_HOST) or bool(
-        _SUBTRAP.fullmatch(host))
+    return host in (LINKS_HOST, DEEP_HOST, IDS_HOST, NORMAL_HOST, FARM_HOST) or bool(
+        _SUBTRAP.fullmatch(host) or _DEAD.fullmatch(host))
+
+
+def dead_host(number: int) -> str:
+    """The farm's ``number``-th host, whose robots.txt never answers."""
+    return f"dead-robots-{number}.test"
 
 
 def respond(host: str, path: str, query: str, state: r.ServerState) -> r.Response:
+    if _DEAD.fullmatch(host):
+        return r.Response(200, b"User-agent: *\nDisallow:\n", "text/plain", delay=NEVER) \
+            if path == "/robots.txt" else r.html(200, host, "A page that links nowhere.")
     if path == "/robots.txt":
         return r.not_found()
+    if host == FARM_HOST:
+        return _farm(min(max(0, _int(query, "dead", FARM_HOSTS)), MAX_FARM_HOSTS)) \
+            if path == "/" else r.not_found()
     if host == LINKS_HOST:
         return _links_host(path)
     if host == DEEP_HOST:
@@ -101,6 +122,12 @@ def many_links_page() -> bytes:
     items = [f'<li><a href="/item/{n}.html">item {n}</a></li>' for n in range(MANY_LINKS - 1)]
     items.append(f'<li><a href="http://{NORMAL_HOST}/">the normal site</a></li>')
     return _page("Ten thousand links", "<ul>\n" + "\n".join(items) + "\n</ul>")
+
+
+def _farm(dead: int) -> r.Response:
+    links = [f"http://{dead_host(n)}/" for n in range(dead)] + [f"http://{NORMAL_HOST}/"]
+    items = "\n".join(f'<li><a href="{url}">site {n}</a></li>' for n, url in enumerate(links))
+    return r.Response(200, _page(f"{dead} sites", f"<ul>\n{items}\n</ul>"))
 
 
 def _deep_page(depth: int) -> r.Response:

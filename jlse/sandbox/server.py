@@ -8,6 +8,7 @@ connection, every request logged.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import sys
 import threading
@@ -23,6 +24,7 @@ from jlse.sandbox.web import SandboxWeb
 log = logging.getLogger(__name__)
 
 NO_BODY_STATUSES = (204, 304)
+CLIENT_CHECK = 0.5  # seconds between checks that a client waiting for a delay is still there
 
 
 class RequestLogEntry(NamedTuple):
@@ -75,10 +77,32 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.record(RequestLogEntry(time.monotonic(), host, path, response.status,
                                            self.headers.get("User-Agent", ""),
                                            response.n_bytes))
-        if not state.sleep(self.server.latency + response.delay):
+        if not self._wait(self.server.latency + response.delay):
             self.close_connection = True
             return
         self._send(response, path, head)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep before answering; False when the server stops or the client leaves first (a
+        long delay must not keep one thread per abandoned request)."""
+        state = self.server.state
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > CLIENT_CHECK:
+            if not state.sleep(CLIENT_CHECK) or self._client_left():
+                return False
+        return state.sleep(left)
+
+    def _client_left(self) -> bool:
+        """Whether the connection reached its end (a poll first: a socket with a timeout
+        waits for data in ``recv`` whatever its flags)."""
+        poller = select.poll()
+        poller.register(self.connection, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def _send(self, response: Response, path: str, head: bool) -> None:
         try:
