@@ -50,10 +50,10 @@ from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
-try:  # the code before shards (--baseline) has none of these
+if hasattr(CrawlRegistry, "shard_count"):
     from jlse.scheduler.redis_client import connect, ensure_memory_config, is_cluster
     from jlse.scheduler.redis_ledger import RedisHostLedger
-except ImportError:
+else:  # the code before shards (--baseline)
     from jlse.scheduler.crawl_registry import RedisHostLedger
 
     def connect(url: str) -> redis.Redis:

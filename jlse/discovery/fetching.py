@@ -21,6 +21,7 @@ from jlse.progress import CrawlProgress
 from jlse.records import LinkStatus, NewLink, Outcome
 from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.ledger import LocalHostLedger
+from jlse.scheduler.robots import robots_slots
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.store.pages import PageRepository
 from jlse.scheduler.urls import canonicalize, host_of
@@ -85,10 +86,11 @@ class PageFetcher:
     def __init__(self, settings: Settings, store: CrawlStore, workdir: Path,
                  progress: CrawlProgress | None = None, model: TopicModel | None = None) -> None:
         # robots_slots: a round asks for a few pages of many new hosts and waits ROUND_WAIT at
-        # most; a quarter of the slots for robots.txt (a crawl's guard against thousands of
-        # hanging robots.txt, each still bounded by robots_deadline) left seeds unfetched
+        # most; a host that finds every robots.txt slot busy is put off for seconds, longer
+        # than a round waits, so a round gets the embedded crawl's many (they wait on threads
+        # of their own, each bounded by robots_deadline)
         self.settings = replace(settings, page_processes=0, store_pages=True,
-                                robots_slots=settings.robots_slots or settings.concurrency,
+                                robots_slots=robots_slots(settings, embedded=True),
                                 warc="also" if settings.warc == "only" else settings.warc)
         self.store = store
         self.frontier = RequestFrontier(
