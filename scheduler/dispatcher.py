@@ -105,6 +105,7 @@ class _Crawl:
     best: dict[int, float] = field(default_factory=dict)
     low: dict[int, int] = field(default_factory=dict)
     ready: dict[int, float] = field(default_factory=dict)  # shard -> its best ready priority
+    down: set[int] = field(default_factory=set)  # shards whose Redis did not answer lately
     others_read: float = -float("inf")
 
 
@@ -281,7 +282,9 @@ class Dispatcher:
                 log.warning("crawl %s: shard %d unavailable (%s); its hosts wait", crawl_id,
                             index, exc)
             shard.failing = True
+            crawl.down.add(index)
             return _UNAVAILABLE
+        crawl.down.discard(index)
         if shard.failing:  # URLs deferred meanwhile wait in the crawl database: refill
             log.info("crawl %s: shard %d is back", crawl_id, index)
             shard.failing = False
@@ -326,7 +329,10 @@ class Dispatcher:
         elsewhere = sum(fetched + in_flight for fetched, in_flight, _, _ in others)
         bests = [best for shard, best in crawl.best.items() if shard != index]
         low_elsewhere = sum(low for shard, low in crawl.low.items() if shard != index)
-        max_in_flight = crawl.max_outstanding - sum(in_flight for _, in_flight, _, _ in others)
+        # a down shard's tasks are stuck until it is back: they take no slot from the others
+        max_in_flight = crawl.max_outstanding - sum(
+            figures[1] for shard, figures in crawl.seen.items()
+            if shard != index and shard not in crawl.down)
         values = {"prefix": frontier.prefix, "now": repr(frontier.now()),
                   "lease_seconds": repr(frontier.lease_seconds),
                   "counters": frontier.counters_key,
@@ -373,8 +379,14 @@ class Dispatcher:
         crawl.others_read = now
         try:
             self._read_figures(crawl_id, crawl, others)
-        except UNAVAILABLE as exc:  # keep the figures last seen
-            log.debug("crawl %s: other shards unreadable (%s)", crawl_id, exc)
+        except UNAVAILABLE:  # one at a time: which is down (its figures stay as last seen)
+            for index in others:
+                try:
+                    self._read_figures(crawl_id, crawl, [index])
+                    crawl.down.discard(index)
+                except UNAVAILABLE:
+                    crawl.down.add(index)
+                    crawl.ready.pop(index, None)
 
     def _read_figures(self, crawl_id: str, crawl: _Crawl, others: list[int]) -> None:
         """Per shard: fetched, in flight, queued, spilled, its best priority and its low URLs

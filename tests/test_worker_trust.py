@@ -178,14 +178,22 @@ def _run_worker(crawl: dict, n_tasks: int = 1) -> tuple[list[str], str, list[str
 
 
 def _tamper(crawl: dict, **changes) -> None:
-    client = crawl["registry"].client
+    """Rewrite the crawl's config in Redis as someone with write access there would: the
+    config and the digest each shard checks it against."""
+    from jlse.scheduler.crawl_registry import config_sha1
+
+    registry, client = crawl["registry"], crawl["registry"].client
     config = json.loads(client.get(crawl["key"]))
     for key, value in changes.items():
         if key in ("proxy", "allow_private"):
             config["settings"][key] = value
         else:
             config[key] = value
-    client.set(crawl["key"], json.dumps(config))
+    raw = json.dumps(config)
+    client.set(crawl["key"], raw)
+    for shard in range(registry.shard_count(crawl["id"])):
+        client.hset(registry.shard_prefix(crawl["id"], shard) + "state", "sha1",
+                    config_sha1(raw.encode()))
 
 
 def _fetched(store_url: str, urls: list[str]) -> list[str]:
