@@ -82,6 +82,7 @@ CLUSTER_POLL = 0.02  # seconds between rounds where a cluster cannot block on ev
 # Redis checks blocking timeouts only at its ``hz`` (10/s by default), so a BLPOP may return up
 # to 0.1 s late: waits shorter than this are plain sleeps, longer ones stop blocking this early.
 BLOCK_SLACK = 0.1
+WARN_EVERY = 30.0  # seconds between warnings of one crawl's failing rounds
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Dispatcher:
         self._cluster = is_cluster(registry.client)
         self._active: list[str] = []
         self._active_read = -float("inf")
+        self._warned: dict[str, float] = {}  # crawl -> when a failed round was last logged
 
     def stop(self) -> None:
         self._stopping = True
@@ -177,6 +179,9 @@ class Dispatcher:
                     self.wait(wait)
                 except (redis.ConnectionError, redis.TimeoutError) as exc:
                     log.warning("dispatcher: Redis unavailable (%s); retrying", exc)
+                    time.sleep(1.0)
+                except Exception:  # noqa: BLE001 - one bad round must not stop every crawl
+                    log.exception("dispatcher: round failed; retrying in 1 s")
                     time.sleep(1.0)
         finally:
             if metrics is not None:
@@ -196,9 +201,23 @@ class Dispatcher:
             except RegistryError as exc:
                 log.warning("dispatcher: %s", exc)
                 continue
+            except redis.ResponseError as exc:  # a script failed on this crawl's keys
+                self._crawls.pop(crawl_id, None)
+                self._warn_failed(crawl_id, exc)
+                continue
             total += sent
             wait = min(wait, ready_in)
         return total, wait
+
+    def _warn_failed(self, crawl_id: str, exc: Exception) -> None:
+        """Say that a crawl's round failed, at most every ``WARN_EVERY`` seconds per crawl
+        (its other rounds go on: its keys may be whole again, e.g. after a rebuild)."""
+        now = self.clock()
+        if now - self._warned.get(crawl_id, -float("inf")) >= WARN_EVERY:
+            self._warned[crawl_id] = now
+            log.error("crawl %s: a frontier script failed (%s); are its Redis keys damaged? "
+                      "`jlse frontier rebuild --crawl-id %s` restores them", crawl_id, exc,
+                      crawl_id)
 
     def _active_crawls(self) -> list[str]:
         """The active crawls, read again at most every ``IDLE_SLEEP`` (a new crawl waits that

@@ -259,6 +259,14 @@ local function pop_one(now, lease_seconds, min, diversity, slack)
   if not top then return nil end
   local fp = string.sub(top[1], 7)
   local stored = redis.call('HGET', tkey(host), fp)
+  if not stored then  -- Redis lost the URL's task (a partial data loss): refilled from the database
+    unqueue(host, q, top[1])
+    spill(host)
+    redis.call('ZADD', READY, top[2], host_entry(top, host))  -- as listed: reindex moves it
+    reindex(host, q, top, bottom)
+    maybe_refill(host, q)
+    return pop_one(now, lease_seconds, min, diversity, slack)
+  end
   unqueue(host, q, top[1])
   reindex(host, q, top, bottom)
   maybe_refill(host, q)

@@ -185,7 +185,8 @@ def _finish(proc: subprocess.Popen, cluster: Cluster, timeout: float) -> tuple[s
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        tails = {name: cluster.tail(name)[-1500:] for name in cluster.procs}
+        names = sorted(cluster.procs, key=lambda name: name != "dispatcher")  # it first
+        tails = {name: cluster.tail(name)[-1500:] for name in names}
         pytest.fail(f"the crawl did not end within {timeout:.0f} s\ncrawl: {err[-1500:]}\n"
                     + "\n".join(f"{name}: {tail}" for name, tail in tails.items()))
 

@@ -394,6 +394,39 @@ def test_acks_wake_a_waiting_dispatcher(registry):
 
 
 
+def test_a_url_whose_task_redis_lost_is_skipped_and_refilled_from_the_database(registry):
+    """Part of a crawl's keys lost (a failover's last writes, a manual delete): a queued URL
+    whose task is gone is not handed out; its host is due a refill from PostgreSQL instead."""
+    frontier = _register(registry).shards[0]
+    frontier.push_many([task("http://a.test/1", 0.9), task("http://a.test/2", 0.8),
+                        task("http://b.test/1", 0.5)])
+    registry.client.hdel(frontier.prefix + "t:a.test", fingerprint("http://a.test/1"))
+    popped = frontier.pop()
+    assert popped is not None and popped.url == "http://a.test/2"
+    assert frontier.stats()["evicted"] == 1  # counted as spilled: a refill brings it back
+    assert registry.client.hexists(frontier.prefix + "spill", "a.test")
+
+
+def test_a_failing_round_leaves_the_dispatcher_serving_the_other_crawls(registry, caplog):
+    damaged = _register(registry)
+    damaged.push_many([task("http://a.test/1")])
+    registry.client.delete(damaged.shards[0].prefix + "ready")
+    registry.client.set(damaged.shards[0].prefix + "ready", "not a sorted set")
+    settings = apply_overrides(Settings(), {"max_outstanding": 4, "politeness_delay": 0.0},
+                               source="test")
+    registry.register("c2", {"crawl_id": "c2", "settings": settings.to_dict(),
+                             "status": "running", "reason": "", "max_pages": 100}, None, {})
+    registry.frontier("c2").push_many([task("http://b.test/1"), task("http://c.test/1")])
+    sent: list[tuple[str, dict]] = []
+    dispatcher = Dispatcher(registry, lambda crawl_id, t: sent.append((crawl_id, t)))
+    assert dispatcher.round()[0] == 2
+    assert {crawl_id for crawl_id, _ in sent} == {"c2"}
+    assert "crawl c1: a frontier script failed" in caplog.text
+    caplog.clear()
+    dispatcher.round()
+    assert "script failed" not in caplog.text  # said once, not every round
+
+
 def test_record_fetch_once_counts_a_page_once(pg_store_url):
     from jlse.scheduler.store import open_store
 

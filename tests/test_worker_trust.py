@@ -255,3 +255,20 @@ def test_frontier_rebuild_never_opens_the_store_url_from_redis(crawl, listeners)
     assert done.stderr.splitlines()[0] == \
         "error: give the crawl database with --store (or DATABASE_URL)"
     assert fake_pg.connections == 0
+
+
+def test_a_task_of_a_crawl_gone_from_redis_is_skipped_not_raised(crawl, listeners) -> None:
+    """Redis lost the crawl (its config) while its tasks sat in the broker: each is skipped
+    with one warning, no traceback; its URL stays queued for `jlse frontier rebuild`."""
+    frontier = crawl["registry"].frontier(crawl["id"])
+    tasks = [frontier.pop() for _ in range(2)]
+    crawl["registry"].client.delete(crawl["key"])
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER, crawl["id"], *(json.dumps(t.to_dict()) for t in tasks)],
+        cwd=REPO, env=crawl["env"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["refused", "refused"]
+    skipped = [line for line in done.stderr.splitlines() if "crawl trust skipped:" in line]
+    assert len(skipped) == 1 and "not registered in Redis" in skipped[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert _fetched(crawl["store_url"], [t.url for t in tasks]) == []

@@ -22,8 +22,9 @@ import os
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from jlse.learner.learner import Learner
 from jlse.learner.publish import RedisQTableSource, RedisQTableStore
@@ -46,6 +47,7 @@ from jlse.workers.engine import CrawlEngine, build_engine, redis_backends, refus
 from jlse.workers.worker_trust import UntrustedConfig, WorkerEnvironment, trusted_config
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LEARNING_STRATEGIES = frozenset({"jlse", "jlse-paper", "jlse-product"})
 MAX_CONTEXTS = 4  # crawls served at once by one worker process
@@ -229,9 +231,10 @@ def drop_context(crawl_id: str) -> None:
 
 
 def process_task(crawl_id: str, task: dict[str, Any]) -> str:
-    """The ``jlse.fetch`` task body. A store failure drops the context (reconnect on retry)."""
+    """The ``jlse.fetch`` task body (see ``_guarded`` for a crawl it cannot serve)."""
     leased = LeasedTask.from_dict(task)
-    try:
+
+    def body() -> str:
         context = get_context(crawl_id)
         start = context.start(leased)
         if start is None:  # registered again since the context was built (--resume)
@@ -241,38 +244,42 @@ def process_task(crawl_id: str, task: dict[str, Any]) -> str:
             if start is None:
                 raise RegistryError(f"crawl {crawl_id!r}: its config keeps changing")
         return context.process(leased, start)
-    except UntrustedConfig as exc:  # the lease runs out: the URL is not lost
-        _log_refusal(crawl_id, exc)
-        return "refused"
-    except StoreError:
-        drop_context(crawl_id)
-        raise
+
+    return _guarded(crawl_id, body, "refused")
 
 
 def refill_shard(crawl_id: str, shard: int) -> int:
     """The ``jlse.refill`` task body: spilled URLs of one shard back into Redis."""
-    try:
-        return get_context(crawl_id).refill(shard)
-    except UntrustedConfig as exc:
-        _log_refusal(crawl_id, exc)
-        return 0
-    except StoreError:
-        drop_context(crawl_id)
-        raise
+    return _guarded(crawl_id, lambda: get_context(crawl_id).refill(shard), 0)
 
 
 def learn_qtable(crawl_id: str) -> int:
     """The ``jlse.learn`` task body (rare: the config is read again each time)."""
-    try:
+
+    def body() -> int:
         context = get_context(crawl_id)
         raw = context.registry.config_raw(crawl_id)
         if raw is None or config_sha1(raw) != context.config_sha1:  # registered again
             drop_context(crawl_id)
             context = get_context(crawl_id)
         return context.learn()
+
+    return _guarded(crawl_id, body, 0)
+
+
+def _guarded(crawl_id: str, body: Callable[[], T], refused: T) -> T:
+    """``body()``, for a task of ``crawl_id``. A crawl this worker must not serve (an untrusted
+    config) or cannot (gone from Redis) gives ``refused``, logged once a minute: a fetch's lease
+    runs out and its URL stays queued in the crawl database. A store failure drops the context
+    (the task's retry reconnects)."""
+    try:
+        return body()
     except UntrustedConfig as exc:
         _log_refusal(crawl_id, exc)
-        return 0
+        return refused
+    except RegistryError as exc:
+        _log_refusal(crawl_id, exc, "skipped", logging.WARNING)
+        return refused
     except StoreError:
         drop_context(crawl_id)
         raise
@@ -281,10 +288,11 @@ def learn_qtable(crawl_id: str) -> int:
 _refusals: dict[str, tuple[float, str]] = {}  # crawl id -> when its refusal was last logged
 
 
-def _log_refusal(crawl_id: str, exc: UntrustedConfig) -> None:
-    """One ERROR line per crawl and reason a minute (a refused crawl's URLs keep coming back)."""
+def _log_refusal(crawl_id: str, exc: Exception, verb: str = "refused",
+                 level: int = logging.ERROR) -> None:
+    """One line per crawl and reason a minute (a refused crawl's URLs keep coming back)."""
     now, reason = time.monotonic(), str(exc)
     last = _refusals.get(crawl_id)
     if last is None or last[1] != reason or now - last[0] >= REFUSAL_LOG_SECONDS:
         _refusals[crawl_id] = (now, reason)
-        log.error("crawl %s refused: %s", crawl_id, reason)
+        log.log(level, "crawl %s %s: %s", crawl_id, verb, reason)
