@@ -37,6 +37,7 @@ import random
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -129,17 +130,27 @@ class Urls:
 # -- Redis servers of the benchmark -------------------------------------------------------------
 
 class Servers:
-    def __init__(self, shards: int, base_port: int, workdir: Path) -> None:
-        self.shards, self.base_port, self.dir = shards, base_port, workdir
+    """``masters`` Redis nodes: one plain server, one cluster node holding every slot
+    (``cluster``), or a Redis Cluster of ``masters`` masters (scripts/redis-cluster.sh)."""
+
+    def __init__(self, masters: int, base_port: int, workdir: Path,
+                 cluster: bool = False) -> None:
+        self.shards, self.base_port, self.dir = masters, base_port, workdir
+        self.cluster = cluster or masters > 1
 
     def __enter__(self) -> Servers:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.shards == 1:
+            cluster = ["--cluster-enabled", "yes", "--cluster-config-file",
+                       str(self.dir / "nodes.conf")] if self.cluster else []
             subprocess.run(["redis-server", "--port", str(self.base_port), "--daemonize", "yes",
                             "--save", "", "--appendonly", "no", "--bind", "127.0.0.1",
                             "--dir", str(self.dir), "--pidfile", str(self.dir / "redis.pid"),
-                            "--maxmemory-policy", "noeviction"], check=True)
+                            "--maxmemory-policy", "noeviction", *cluster], check=True)
             self.url = f"redis://127.0.0.1:{self.base_port}/0"
+            if self.cluster:
+                self._own_every_slot()
+                self.url = f"redis+cluster://127.0.0.1:{self.base_port}"
         else:
             subprocess.run([str(SCRIPT), "start", str(self.dir), str(self.base_port),
                             str(self.shards), "0"], check=True, stdout=subprocess.DEVNULL)
@@ -154,6 +165,17 @@ class Servers:
         self.client = client
         ensure_memory_config(client)
         return self
+
+    def _own_every_slot(self) -> None:
+        node = redis.Redis(port=self.base_port)
+        for _ in range(50):
+            try:
+                node.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+                break
+            except redis.ConnectionError:  # still starting
+                time.sleep(0.1)
+        while node.cluster("info")["cluster_state"] != "ok":
+            time.sleep(0.1)
 
     def __exit__(self, *exc: object) -> None:
         if self.shards == 1:
@@ -247,30 +269,34 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
     sent: list[dict] = []
     dispatcher = Dispatcher(registry, lambda crawl_id, task: sent.append(task))
     digest = dispatcher._crawl(CRAWL).config_sha1
-    rng = random.Random(5)
     next_id = args.urls
-    pages = dispatcher_cpu = worker_cpu = 0.0
-    cpu_before, wall = servers.cpu(), time.perf_counter()
-    while pages < args.pages:
-        started = time.thread_time()
-        dispatcher.serve(CRAWL)
-        dispatcher_cpu += time.thread_time() - started
-        if not sent:
-            break
-        started = time.thread_time()
-        for body in sent:
-            task = LeasedTask.from_dict(body)
-            task_start(registry, digest, task, shards)
-            links, next_id = page_links(urls, task, next_id, args, rng), next_id + args.new_links
-            hosts = sorted({host_of(link.url) for link in links})
-            ledger.fetch_counts(host_of(task.url), hosts + [k for h in hosts
-                                                           for k in domain_keys(h)])
-            frontier.add_new(links)
-            frontier.finish(task, deltas={"fetched": 1, "relevant": 1})
-            pages += 1
-        sent.clear()
-        worker_cpu += time.thread_time() - started
+
+    def work(body: dict, first_id: int) -> None:
+        """One page, as a worker does it (its links drawn with a generator of its own)."""
+        task = LeasedTask.from_dict(body)
+        task_start(registry, digest, task, shards)
+        links = page_links(urls, task, first_id, args, random.Random(first_id))
+        hosts = sorted({host_of(link.url) for link in links})
+        ledger.fetch_counts(host_of(task.url), hosts + [k for h in hosts for k in domain_keys(h)])
+        frontier.add_new(links)
+        frontier.finish(task, deltas={"fetched": 1, "relevant": 1})
+
+    pages = dispatcher_cpu = 0.0
+    cpu_before, wall, process_cpu = servers.cpu(), time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(args.threads) as pool:
+        while pages < args.pages:
+            started = time.thread_time()
+            dispatcher.serve(CRAWL)
+            dispatcher_cpu += time.thread_time() - started
+            if not sent:
+                break
+            first_ids = range(next_id, next_id + len(sent) * args.new_links, args.new_links)
+            list(pool.map(work, sent, first_ids))
+            next_id += len(sent) * args.new_links
+            pages += len(sent)
+            sent.clear()
     wall = time.perf_counter() - wall
+    worker_cpu = time.process_time() - process_cpu - dispatcher_cpu
     cpu_after = servers.cpu()
     per_node = [round(1e6 * (b - a) / pages, 1) for a, b in zip(cpu_before, cpu_after,
                                                                   strict=True)]
@@ -306,9 +332,12 @@ def task_start(registry: CrawlRegistry, digest: str, task: LeasedTask, shards: i
         registry.task_start(CRAWL, digest, task)
 
 
-def run(shards: int, args: argparse.Namespace) -> dict:
-    workdir = Path(args.workdir) / f"shards{shards}"
-    with Servers(shards, args.base_port + 100 * shards, workdir) as servers:
+def run(shards: int, args: argparse.Namespace, one_node: bool = False) -> dict:
+    """The simulation with ``shards`` shards, on as many masters (or, ``one_node``, all on one
+    cluster node: their work without other Redis processes on this machine's cores)."""
+    workdir = Path(args.workdir) / f"shards{shards}{'-one-node' if one_node else ''}"
+    port = args.base_port + 100 * shards + (50 if one_node else 0)
+    with Servers(1 if one_node else shards, port, workdir, cluster=one_node) as servers:
         registry = CrawlRegistry(servers.client, "jlsebench:")
         settings = register(registry, shards, args)
         urls = Urls(args.hosts, args.zipf)
@@ -347,7 +376,7 @@ def run_baseline(args: argparse.Namespace) -> dict:
             "--urls", str(args.urls), "--pages", str(args.pages), "--hosts", str(args.hosts),
             "--zipf", str(args.zipf), "--links", str(args.links),
             "--new-links", str(args.new_links), "--internal", str(args.internal),
-            "--outstanding", str(args.outstanding),
+            "--outstanding", str(args.outstanding), "--threads", str(args.threads),
             "--base-port", str(args.base_port + 50), "--workdir", args.workdir + "/base",
             "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -369,20 +398,27 @@ def main() -> None:
     parser.add_argument("--internal", type=float, default=0.8,
                         help="share of a page's links to its own host")
     parser.add_argument("--outstanding", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=8,
+                        help="simulated worker processes driving Redis at once")
     parser.add_argument("--base-port", type=int, default=17400)
     parser.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/jlse-scale")
     parser.add_argument("--baseline", metavar="REF",
                         help="first run the code of git REF (1 shard), side by side")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--quick", action="store_true", help="1e6 URLs, 20,000 pages")
+    parser.add_argument("--no-one-node", action="store_true",
+                        help="skip the runs with every shard on one node (the derived ceiling)")
     args = parser.parse_args()
     if args.quick:
         args.urls, args.pages, args.hosts = 1_000_000, 20_000, 100_000
     results = [run_baseline(args)] if args.baseline else []
-    results += [dict(run(shards, args), code="current") for shards in args.shards]
+    for shards in args.shards:
+        results.append(dict(run(shards, args), code="current"))
+        if shards > 1 and not args.no_one_node:
+            results.append(dict(run(shards, args, one_node=True), code="one node"))
+    report(results)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
-    report(results)
 
 
 def report(results: list[dict]) -> None:
@@ -393,11 +429,32 @@ def report(results: list[dict]) -> None:
         print(f"{run_['code']:10} {run_['shards']:>6} {fill_['bytes_per_known_url']:>11} "
               f"{fill_['seen_bytes_per_url']:>10} {crawl_['redis_cpu_us_per_page']:>13} "
               f"{crawl_['dispatcher_cpu_us_per_page']:>13} {crawl_['ceiling_pages_per_s']:>11}")
-    ones = [r for r in results if r["shards"] == 1 and r["code"] == "current"]
+    one = next((r for r in results if r["shards"] == 1 and r["code"] == "current"), None)
+    if one is None:
+        return
     for run_ in results:
-        if ones and run_["shards"] > 1:
-            ratio = run_["crawl"]["ceiling_pages_per_s"] / ones[0]["crawl"]["ceiling_pages_per_s"]
-            print(f"Redis ceiling, {run_['shards']} shards / 1 shard: {ratio:.2f}x")
+        if run_["shards"] > 1 and run_["code"] == "current":
+            ratio = run_["crawl"]["ceiling_pages_per_s"] / one["crawl"]["ceiling_pages_per_s"]
+            print(f"Redis ceiling, {run_['shards']} shards / 1 shard, measured with the "
+                  f"{run_['shards']} masters on this machine's 2 cores: {ratio:.2f}x")
+            alone = next((r for r in results if r["code"] == "one node"
+                          and r["shards"] == run_["shards"]), None)
+            if alone is not None:
+                print(derived_ceiling(one, run_, alone))
+
+
+def derived_ceiling(one: dict, spread: dict, alone: dict) -> str:
+    """The ceiling of ``spread``'s masters, each on a machine of its own: its shards' Redis CPU
+    per page measured without other Redis processes on the cores (``alone``: every shard on
+    one node), split between the masters as measured (``spread``)."""
+    per_node = spread["crawl"]["redis_cpu_us_per_node"]
+    busiest = max(per_node) / sum(per_node)
+    ceiling = 1e6 / (alone["crawl"]["redis_cpu_us_per_page"] * busiest)
+    ratio = ceiling / one["crawl"]["ceiling_pages_per_s"]
+    spread["crawl"]["derived_ceiling_pages_per_s"] = round(ceiling)
+    return (f"Redis ceiling, {spread['shards']} shards / 1 shard, one master per machine: "
+            f"{ratio:.2f}x ({alone['crawl']['redis_cpu_us_per_page']} µs per page for every "
+            f"shard on one node, the busiest master's share {busiest:.3f})")
 
 
 if __name__ == "__main__":

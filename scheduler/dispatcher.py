@@ -23,24 +23,15 @@ reap, counters, pops) is one Lua script (``redis_scripts.DISPATCH``), so it cost
 trip. Its pops are ``RedisFrontier.pop``'s: politeness and the soft domain diversity rule
 (``domain_diversity``, ``priority_slack``) included. Between rounds the dispatcher blocks on the
 crawls' ``wake`` lists (on a Redis Cluster only when it serves one shard of one crawl: a BLPOP
-cannot span slots; otherwise it polls every ``CLUSTER_POLL`` seconds) (BLPOP), which every ack and release fills: it wakes as soon as a host or
-a slot is free rather than polling, and otherwise when a sleeping host's delay ends, a lease may
+cannot span slots; otherwise it polls every ``CLUSTER_POLL`` seconds), which every ack and
+release fills: it wakes as soon as a host or a slot is free rather than polling, and otherwise when a sleeping host's delay ends, a lease may
 have expired, or ``IDLE_SLEEP`` passed.
 
-Shards: a crawl's frontier is ``frontier_shards`` shards (``scheduler.shards``), and a round runs
-the script once per shard, each shard ordered by priority on its own. A dispatcher serves every
-shard, or with ``--shard i/k`` the shards ``s`` with ``s % k == i``: k dispatchers split the work,
-each running the scripts of its shards only (on a Redis Cluster, spread over the masters). The
-page budget and ``max_outstanding`` are the crawl's: a shard's pops are bounded by what the
-other shards have fetched or hold in flight (read at the start of each round), so several dispatchers may overshoot them by
-at most the pops of one of their rounds. A round merges the shards' orders: the shard whose
-best ready URL is best pops down to the best ready URL of any other shard (``_merge_order``),
-so one dispatcher serving every shard hands out URLs in the crawl's order, as with one shard;
-a dispatcher serving some shards pops only what beats the others' best ready URLs. "Low" is
-below ``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
-A shard whose Redis is down or failing over is skipped (its hosts wait; the other shards are
-served). A shard whose hosts wait for spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill``
-task at most every ``REFILL_EVERY`` seconds.
+Shards: a round runs the script once per shard of the crawl this dispatcher serves, keeping the
+crawl's order across them (``scheduler.dispatch_shards``). A shard whose Redis is down or failing
+over is skipped (its hosts wait; the other shards are served). A shard whose hosts wait for
+spilled URLs (``RedisFrontier.refill``) gets a ``jlse.refill`` task at most every
+``REFILL_EVERY`` seconds.
 
 Restart-safe: the dispatcher holds no state of its own. Leases, counters and the frontier are
 in Redis, results in PostgreSQL; a restarted dispatcher simply carries on (leases handed out by
@@ -52,8 +43,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import redis
 
@@ -64,50 +55,31 @@ from jlse.scheduler.crawl_registry import (
     config_sha1,
     settings_from_config,
 )
+from jlse.scheduler.dispatch_shards import (
+    MERGE_TOP,
+    REAP_EVERY,
+    REFILL_EVERY,
+    CrawlState,
+    ShardState,
+    parse_shard_spec,
+    read_figures,
+)
 from jlse.scheduler.metrics import serve_dispatcher
 from jlse.scheduler.redis_client import UNAVAILABLE, is_cluster
 from jlse.scheduler.redis_frontier import REAP_BATCH, LeasedTask, RedisFrontier
-from jlse.settings import LOW_AFTER_IDLE, Settings
+from jlse.settings import LOW_AFTER_IDLE
 
 log = logging.getLogger(__name__)
 
 RATE_WINDOW = 5.0  # seconds between pages/s estimates
-REAP_EVERY = 0.5  # seconds
 IDLE_SLEEP = 0.2  # longest wait between rounds
 MIN_WAIT = 0.005  # shortest wait for a sleeping host
 OTHERS_EVERY = 0.5  # seconds between reads of the shards another dispatcher serves
-MERGE_CALLS = 3  # a round's calls per served shard at most, while merging their orders
-REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
 CLUSTER_POLL = 0.02  # seconds between rounds where a cluster cannot block on every wake list
 # Redis checks blocking timeouts only at its ``hz`` (10/s by default), so a BLPOP may return up
 # to 0.1 s late: waits shorter than this are plain sleeps, longer ones stop blocking this early.
 BLOCK_SLACK = 0.1
 WARN_EVERY = 30.0  # seconds between warnings of one crawl's failing rounds
-
-
-@dataclass
-class _Shard:
-    frontier: RedisFrontier
-    last_reap: float = 0.0
-    last_refill: float = -float("inf")
-    failing: bool = False  # its Redis did not answer the last round
-    rate_sample: tuple[float, float] = field(default_factory=lambda: (time.monotonic(), -1.0))
-
-
-@dataclass
-class _Crawl:
-    config_sha1: str
-    settings: Settings
-    shards: dict[int, _Shard]  # the shards this dispatcher serves
-    max_outstanding: int  # the crawl's, over all its shards
-    # per shard of the crawl: (fetched, in flight, queued, hosts with spilled URLs), as last seen
-    seen: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
-    # per other shard: its best queued priority and its low URLs in flight, as last read
-    best: dict[int, float] = field(default_factory=dict)
-    low: dict[int, int] = field(default_factory=dict)
-    ready: dict[int, float] = field(default_factory=dict)  # shard -> its best ready priority
-    down: set[int] = field(default_factory=set)  # shards whose Redis did not answer lately
-    others_read: float = -float("inf")
 
 
 @dataclass
@@ -131,21 +103,6 @@ _INACTIVE = DispatchRound([], 0, 0, 0, 0, None)  # the crawl left the active set
 _UNAVAILABLE = DispatchRound([], 0, 0, 0, 0, None)  # the shard's Redis is down
 
 
-def parse_shard_spec(spec: str | None) -> tuple[int, int]:
-    """``"i/k"`` (serve the shards s with s % k == i) as (i, k); None or "" is (0, 1): all."""
-    if not spec:
-        return 0, 1
-    try:
-        index, _, count = spec.partition("/")
-        pair = int(index), int(count)
-    except ValueError:
-        raise ValueError(f"--shard {spec!r}: use i/k, e.g. 0/3 (serve shards 0, 3, 6...)") \
-            from None
-    if not 0 <= pair[0] < pair[1]:
-        raise ValueError(f"--shard {spec!r}: i must lie in 0 .. k - 1")
-    return pair
-
-
 class Dispatcher:
     def __init__(self, registry: CrawlRegistry, send: SendTask,
                  clock: Callable[[], float] = time.monotonic, *,
@@ -156,7 +113,7 @@ class Dispatcher:
         self.clock = clock
         self.shard_index, self.shard_step = parse_shard_spec(shard_spec)
         self.sent = 0
-        self._crawls: dict[str, _Crawl] = {}
+        self._crawls: dict[str, CrawlState] = {}
         self._stopping = False
         self._script = registry.client.register_script(redis_scripts.DISPATCH)
         self._cluster = is_cluster(registry.client)
@@ -246,50 +203,36 @@ class Dispatcher:
         if not crawl.shards:  # another dispatcher serves this crawl's shards
             return sent, wait
         self._read_others(crawl_id, crawl, force=crawl.settings.frontier_shards > 1)
-        for index, floor in self._merge_order(crawl):
-            result = self._serve_shard_safely(crawl_id, crawl, index, floor)
-            if result is _UNAVAILABLE:
-                crawl.ready.pop(index, None)
-                continue
-            if result is None:  # registered again (--resume) since cached: settings may differ
-                crawl = self._crawl(crawl_id, refresh=True)
-                result = self._serve_shard(crawl_id, crawl, index, floor)
-                if result is None:
-                    raise RegistryError(f"crawl {crawl_id!r} changed its config twice in a row")
-            if result is _INACTIVE:  # stopped or done meanwhile
-                self._crawls.pop(crawl_id, None)
-                self._active_read = -float("inf")
-                return sent, IDLE_SLEEP
-            sent += len(result.tasks)
-            if result.sleeper_ready_in is not None:
-                wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
+        free = crawl.free_slots()
+        popped: list[tuple[LeasedTask, RedisFrontier]] = []
+        try:
+            for index, floor in crawl.merge_order(free, self.clock()):
+                result = self._serve_shard_safely(crawl_id, crawl, index, floor)
+                if result is _UNAVAILABLE:
+                    crawl.ready.pop(index, None)
+                    continue
+                if result is None:  # registered again (--resume) since cached
+                    crawl = self._crawl(crawl_id, refresh=True)
+                    result = self._serve_shard(crawl_id, crawl, index, floor)
+                    if result is None:
+                        raise RegistryError(f"crawl {crawl_id!r} changed its config twice "
+                                            "in a row")
+                if result is _INACTIVE:  # stopped or done meanwhile
+                    self._crawls.pop(crawl_id, None)
+                    self._active_read = -float("inf")
+                    return len(popped), IDLE_SLEEP
+                popped += [(task, crawl.shards[index].frontier) for task in result.tasks]
+                if result.sleeper_ready_in is not None:
+                    wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
+        finally:
+            self._send_all(crawl_id, popped)
+        sent = len(popped)
         self._finish_if_done(crawl_id, crawl)
+        if sent >= MERGE_TOP and free > sent:  # the floor held URLs back: next round at once
+            wait = 0.0
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
 
-    def _merge_order(self, crawl: _Crawl) -> Iterator[tuple[int, float | None]]:
-        """The round's calls, (shard, floor): the crawl's order across shards, as a merge. The
-        shard whose best ready URL is best pops every URL down to the best ready URL of any
-        other shard (its floor), and tells what it has left; again, while a served shard is
-        best. Then each served shard not called yet, with the others' best as its floor (its
-        reap, refills and figures; it pops only what beats them)."""
-        called: set[int] = set()
-        for _ in range(MERGE_CALLS * len(crawl.shards)):
-            best = max(crawl.ready.items(), key=lambda item: item[1], default=None)
-            if best is None or best[0] not in crawl.shards:
-                break  # nothing ready, or another dispatcher's shard is best
-            index, before = best
-            floor = max((score for shard, score in crawl.ready.items() if shard != index),
-                        default=None)
-            called.add(index)
-            yield index, floor
-            if crawl.ready.get(index) == before:  # nothing taken (slots, budget, low rule)
-                break
-        for index in sorted(crawl.shards):
-            if index not in called:
-                yield index, max((score for shard, score in crawl.ready.items()
-                                  if shard != index), default=None)
-
-    def _serve_shard_safely(self, crawl_id: str, crawl: _Crawl, index: int,
+    def _serve_shard_safely(self, crawl_id: str, crawl: CrawlState, index: int,
                             floor: float | None) -> DispatchRound | None:
         """``_serve_shard``, or ``_UNAVAILABLE`` while the shard's Redis is down or failing
         over: its hosts wait, the other shards go on (warned once per outage)."""
@@ -313,7 +256,7 @@ class Dispatcher:
                 shard.last_refill = self.clock()
         return result
 
-    def _serve_shard(self, crawl_id: str, crawl: _Crawl, index: int,
+    def _serve_shard(self, crawl_id: str, crawl: CrawlState, index: int,
                      floor: float | None = None) -> DispatchRound | None:
         shard = crawl.shards[index]
         now = self.clock()
@@ -323,10 +266,13 @@ class Dispatcher:
         result = self._dispatch(crawl_id, crawl, index, reap, floor)
         if result is None or result is _INACTIVE:
             return result
+        shard.called = True
+        shard.wake_at = None if result.sleeper_ready_in is None else now + result.sleeper_ready_in
+        shard.refill_due = result.refill_due
         if result.ready_best is None:
             crawl.ready.pop(index, None)
         else:
-            crawl.ready[index] = result.ready_best
+            crawl.ready[index] = [result.ready_best]
         if result.reaped:
             reaped = result.reaped
             if reaped >= REAP_BATCH:
@@ -335,11 +281,10 @@ class Dispatcher:
         crawl.seen[index] = (result.fetched, result.in_flight, result.queued,
                              result.spilled_hosts)
         self._note_rate(crawl_id, shard, index, result.fetched)
-        self._send_all(crawl_id, shard.frontier, result.tasks)
         self._maybe_refill(crawl_id, shard, index, result)
         return result
 
-    def _dispatch(self, crawl_id: str, crawl: _Crawl, index: int, reap: bool,
+    def _dispatch(self, crawl_id: str, crawl: CrawlState, index: int, reap: bool,
                   floor: float | None = None) -> DispatchRound | None:
         """The round's script on one shard (see ``redis_scripts.DISPATCH``); None if the config
         changed, ``_INACTIVE`` if the crawl is no longer active."""
@@ -385,7 +330,7 @@ class Dispatcher:
                              float(ready_in) if ready_in else None, int(spilled), int(due),
                              float(ready_best) if ready_best else None)
 
-    def _read_others(self, crawl_id: str, crawl: _Crawl, force: bool = False) -> None:
+    def _read_others(self, crawl_id: str, crawl: CrawlState, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every
         ``OTHERS_EVERY``), or with ``force`` of every shard (one pipelined read at the start
         of a round: the page budget and ``max_outstanding`` are the crawl's, and figures of
@@ -397,59 +342,30 @@ class Dispatcher:
             return
         crawl.others_read = now
         try:
-            self._read_figures(crawl_id, crawl, others)
+            read_figures(self.registry, crawl_id, crawl, others)
         except UNAVAILABLE:  # one at a time: which is down (its figures stay as last seen)
             for index in others:
                 try:
-                    self._read_figures(crawl_id, crawl, [index])
+                    read_figures(self.registry, crawl_id, crawl, [index])
                     crawl.down.discard(index)
                 except UNAVAILABLE:
                     crawl.down.add(index)
                     crawl.ready.pop(index, None)
 
-    def _read_figures(self, crawl_id: str, crawl: _Crawl, others: list[int]) -> None:
-        """Per shard: fetched, in flight, queued, spilled, its best priority and its low URLs
-        in flight (below priority_slack x the crawl's best as last read)."""
-        bests = list(crawl.best.values())
-        low_bound = crawl.settings.priority_slack * max(bests) if bests else None
-        pipe = self.registry.client.pipeline(transaction=False)
-        for index in others:
-            frontier = self.registry.frontier_prefix(crawl_id, index)
-            pipe.hget(self.registry.shard_prefix(crawl_id, index) + "counters", "fetched")
-            pipe.hlen(frontier + "lease")
-            pipe.get(frontier + "queued")
-            pipe.hlen(frontier + "spill")
-            pipe.zrevrange(frontier + "best", 0, 0, withscores=True)
-            pipe.zcount(frontier + "lease_priority", "-inf",
-                        "-inf" if low_bound is None else f"({low_bound!r}")
-            pipe.zrevrange(frontier + "ready", 0, 0, withscores=True)
-        replies = pipe.execute()
-        for position, index in enumerate(others):
-            fetched, in_flight, queued, spilled, best, low, ready = \
-                replies[7 * position:7 * position + 7]
-            if ready:
-                crawl.ready[index] = float(ready[0][1])
-            else:
-                crawl.ready.pop(index, None)
-            crawl.seen[index] = (int(float(fetched or 0)), int(in_flight), int(queued or 0),
-                                 int(spilled))
-            if best:
-                crawl.best[index] = float(best[0][1])
-            else:
-                crawl.best.pop(index, None)
-            crawl.low[index] = int(low)
-
-    def _send_all(self, crawl_id: str, frontier: RedisFrontier, tasks: list[LeasedTask]) -> None:
-        for i, task in enumerate(tasks):
+    def _send_all(self, crawl_id: str, popped: list[tuple[LeasedTask, RedisFrontier]]) -> None:
+        """Send a round's tasks, best first over its shards (Celery's queue is FIFO); on a
+        failure the unsent ones go back to their shards."""
+        popped.sort(key=lambda pair: -pair[0].priority)
+        for i, (task, _) in enumerate(popped):
             try:
                 self.send(crawl_id, task.to_dict())
             except Exception:
-                for unsent in tasks[i:]:  # back in their places
+                for unsent, frontier in popped[i:]:  # back in their places
                     frontier.release(unsent, 0.0)
                 raise
             self.sent += 1
 
-    def _maybe_refill(self, crawl_id: str, shard: _Shard, index: int,
+    def _maybe_refill(self, crawl_id: str, shard: ShardState, index: int,
                       result: DispatchRound) -> None:
         now = self.clock()
         if (self.send_refill is None or not result.refill_due
@@ -458,7 +374,7 @@ class Dispatcher:
         shard.last_refill = now
         self.send_refill(crawl_id, index)
 
-    def _finish_if_done(self, crawl_id: str, crawl: _Crawl) -> None:
+    def _finish_if_done(self, crawl_id: str, crawl: CrawlState) -> None:
         if any(in_flight for _, in_flight, _, _ in crawl.seen.values()):
             return
         if len(crawl.seen) < crawl.settings.frontier_shards:
@@ -479,7 +395,7 @@ class Dispatcher:
         self._crawls.pop(crawl_id, None)
         log.info("crawl %s done: %s (%d pages)", crawl_id, reason, fetched)
 
-    def _crawl(self, crawl_id: str, refresh: bool = False) -> _Crawl:
+    def _crawl(self, crawl_id: str, refresh: bool = False) -> CrawlState:
         """The cached shards and settings of a crawl (``refresh``: read its config again;
         each round's script checks that the cached one is still current)."""
         crawl = self._crawls.get(crawl_id)
@@ -491,18 +407,18 @@ class Dispatcher:
             self._crawls[crawl_id] = crawl
         return crawl
 
-    def _build(self, crawl_id: str, raw: bytes) -> _Crawl:
+    def _build(self, crawl_id: str, raw: bytes) -> CrawlState:
         try:
             settings = settings_from_config(json.loads(raw))
         except ValueError as exc:
             raise RegistryError(f"crawl {crawl_id!r}: unreadable config ({exc})") from None
-        served = {index: _Shard(self.registry.shard_frontier(crawl_id, index, settings))
+        served = {index: ShardState(self.registry.shard_frontier(crawl_id, index, settings))
                   for index in range(settings.frontier_shards)
                   if index % self.shard_step == self.shard_index}
         outstanding = settings.max_outstanding or 2 * settings.concurrency
-        return _Crawl(config_sha1(raw), settings, served, outstanding)
+        return CrawlState(config_sha1(raw), settings, served, outstanding)
 
-    def _note_rate(self, crawl_id: str, shard: _Shard, index: int, fetched: int) -> None:
+    def _note_rate(self, crawl_id: str, shard: ShardState, index: int, fetched: int) -> None:
         """Every RATE_WINDOW seconds, store the shard's pages/s over the last window in its
         counters (the crawl's rate is their sum)."""
         now = self.clock()

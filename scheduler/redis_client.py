@@ -78,6 +78,8 @@ def replicas(client: Any) -> int:
     try:
         if is_cluster(client):
             infos = client.info("replication", target_nodes=RedisCluster.PRIMARIES)
+            if "role" in infos:  # a cluster of one master: redis-py returns its reply alone
+                infos = {"master": infos}
             counts = [int(info.get("connected_slaves", 0)) for info in infos.values()]
             return min(counts) if counts else 0
         return int(client.info("replication").get("connected_slaves", 0))

@@ -92,7 +92,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import redis
@@ -459,29 +459,43 @@ class RedisFrontier(Frontier):
 
     def rebuild(self, store: CrawlStore, batch: int = 5000) -> int:
         """Refill the frontier from the crawl database (the source of truth); the queued count.
-
         Drops every frontier key first (leases too: their URLs are still ``queued`` in the
-        database, so they come back). Every known URL's fingerprint is marked seen again."""
-        self.clear()
-        tasks: list[CrawlTask] = []
-        for link in store.iter_links(LinkStatus.QUEUED, batch=batch):
-            tasks.append(link.to_task())
-            if len(tasks) >= batch:
-                self.push_many(tasks)
-                tasks = []
-        self.push_many(tasks)
-        urls: list[str] = []
-        for url in store.iter_urls():
-            urls.append(url)
-            if len(urls) >= batch:
-                self.mark_seen(urls)
-                urls = []
-        self.mark_seen(urls)
-        return len(self)
+        database, so they come back). See ``rebuild_from``."""
+        return rebuild_from(self, store, batch)
 
     def clear(self) -> int:
         """Delete every key under the prefix (SCAN + UNLINK in batches); how many."""
         return delete_keys(self.client, scan_keys(self.client, glob_escape(self.prefix) + "*"))
+
+
+class Rebuildable(Protocol):
+    """A Redis frontier, one shard (``RedisFrontier``) or all of them (``ShardedFrontier``)."""
+
+    def clear(self) -> int: ...
+    def push_many(self, tasks: Sequence[CrawlTask]) -> list[bool]: ...
+    def mark_seen(self, urls: Iterable[str]) -> int: ...
+    def __len__(self) -> int: ...
+
+
+def rebuild_from(frontier: Rebuildable, store: CrawlStore, batch: int = 5000) -> int:
+    """A Redis frontier (one shard or every shard) rebuilt from the crawl database: cleared,
+    every queued URL queued again, every known URL's fingerprint marked seen; the queued count."""
+    frontier.clear()
+    tasks: list[CrawlTask] = []
+    for link in store.iter_links(LinkStatus.QUEUED, batch=batch):
+        tasks.append(link.to_task())
+        if len(tasks) >= batch:
+            frontier.push_many(tasks)
+            tasks = []
+    frontier.push_many(tasks)
+    urls: list[str] = []
+    for url in store.iter_urls():
+        urls.append(url)
+        if len(urls) >= batch:
+            frontier.mark_seen(urls)
+            urls = []
+    frontier.mark_seen(urls)
+    return len(frontier)
 
 
 _SCRIPTS = ("push", "mark_seen", "pop", "ready_best", "finish", "reap", "refill_claim",

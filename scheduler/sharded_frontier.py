@@ -18,7 +18,7 @@ from typing import TypeVar
 from jlse.records import CrawlTask, LinkStatus
 from jlse.scheduler.frontier import Frontier
 from jlse.scheduler.redis_client import UNAVAILABLE
-from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier
+from jlse.scheduler.redis_frontier import LeasedTask, RedisFrontier, rebuild_from
 from jlse.scheduler.shards import shard_of
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.urls import host_of
@@ -179,22 +179,7 @@ class ShardedFrontier(Frontier):
 
     def rebuild(self, store: CrawlStore, batch: int = 5000) -> int:
         """``RedisFrontier.rebuild`` for every shard, reading the crawl database once."""
-        self.clear()
-        tasks: list[CrawlTask] = []
-        for link in store.iter_links(LinkStatus.QUEUED, batch=batch):
-            tasks.append(link.to_task())
-            if len(tasks) >= batch:
-                self.push_many(tasks)
-                tasks = []
-        self.push_many(tasks)
-        urls: list[str] = []
-        for url in store.iter_urls():
-            urls.append(url)
-            if len(urls) >= batch:
-                self.mark_seen(urls)
-                urls = []
-        self.mark_seen(urls)
-        return len(self)
+        return rebuild_from(self, store, batch)
 
     def stranded(self, store: CrawlStore, batch: int = 1000) -> list[str]:
         """Queued URLs of the crawl database that no shard will ever hand out (neither queued,

@@ -11,11 +11,13 @@
 #       start one stopped node of DIR again from its nodes.conf (it rejoins the cluster)
 #
 # INSTALL_MISSING=1 (make redis-cluster-up): install redis-server with apt if it is missing.
+# REDIS_CLUSTER_HOST: the address the nodes listen on (127.0.0.1; the tests' bridge address
+# for worker hosts in network namespaces).
 set -euo pipefail
 
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
-HOST=127.0.0.1
+HOST=${REDIS_CLUSTER_HOST:-127.0.0.1}  # the nodes listen and announce themselves there
 UP_TIMEOUT=${UP_TIMEOUT:-30}   # seconds for the nodes to listen and the cluster to become healthy
 STOP_GRACE=${STOP_GRACE:-5}    # seconds between SIGTERM and SIGKILL
 

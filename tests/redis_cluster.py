@@ -35,21 +35,21 @@ class ClusterUnavailable(RuntimeError):
     """The cluster cannot be started here (redis-server missing, or it did not come up)."""
 
 
-def _port_free(port: int) -> bool:
+def _port_free(port: int, host: str = HOST) -> bool:
     with socket.socket() as probe:
         try:
-            probe.bind((HOST, port))
+            probe.bind((host, port))
         except OSError:
             return False
     return True
 
 
-def pick_base_port(count: int) -> int:
+def pick_base_port(count: int, host: str = HOST) -> int:
     """A base port such that base..base+count-1 and their bus ports are all free now."""
     for _ in range(200):
         base = random.randrange(BASE_PORTS.start, BASE_PORTS.stop - count)
         ports = range(base, base + count)
-        if all(_port_free(p) and _port_free(p + BUS_OFFSET) for p in ports):
+        if all(_port_free(p, host) and _port_free(p + BUS_OFFSET, host) for p in ports):
             return base
     raise ClusterUnavailable(f"no {count} free ports (and bus ports) in {BASE_PORTS}")
 
@@ -80,11 +80,12 @@ class RedisClusterProcesses:
     """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, started at once
     in ``dir`` (its nodes' files); ``stop()`` ends it."""
 
-    def __init__(self, dir: Path, masters: int = 3, replicas: int = 1) -> None:
+    def __init__(self, dir: Path, masters: int = 3, replicas: int = 1, host: str = HOST) -> None:
         if shutil.which("redis-server") is None:
             raise ClusterUnavailable("redis-server not found on PATH; install the redis-server "
                                      "package (`make services` does) to run the cluster tests")
         self.dir = Path(dir)
+        self.host = host  # the nodes listen and announce themselves there
         self.masters = masters
         self.replicas = replicas
         self.count = masters * (1 + replicas)
@@ -95,11 +96,11 @@ class RedisClusterProcesses:
 
     def _script(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                              timeout=120)
+                              timeout=120, env=dict(os.environ, REDIS_CLUSTER_HOST=self.host))
 
     def _start(self) -> int:
         for _ in range(START_ATTEMPTS):
-            base = pick_base_port(self.count)
+            base = pick_base_port(self.count, self.host)
             done = self._script("start", str(self.dir), str(base), str(self.masters),
                                 str(self.replicas))
             if done.returncode == 0:
@@ -115,11 +116,11 @@ class RedisClusterProcesses:
 
     @property
     def url(self) -> str:
-        return f"redis+cluster://{HOST}:{self.base_port}"
+        return f"redis+cluster://{self.host}:{self.base_port}"
 
     @property
     def startup_nodes(self) -> list[tuple[str, int]]:
-        return [(HOST, port) for port in self.ports]
+        return [(self.host, port) for port in self.ports]
 
     def client(self, **kwargs) -> RedisCluster:
         """A redis-py cluster client (bytes replies) that knows every node."""
@@ -128,7 +129,7 @@ class RedisClusterProcesses:
 
     def node(self, port: int) -> Redis:
         """A plain client of one node (CLUSTER, INFO, WAIT, ROLE)."""
-        return Redis(HOST, port, socket_timeout=2, socket_connect_timeout=2)
+        return Redis(self.host, port, socket_timeout=2, socket_connect_timeout=2)
 
     def _live_ports(self) -> list[int]:
         return [port for port in self.ports if port not in self._lost_slots]
