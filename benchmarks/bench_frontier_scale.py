@@ -141,6 +141,7 @@ class Servers:
     def __enter__(self) -> Servers:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.shards == 1:
+            (self.dir / "nodes.conf").unlink(missing_ok=True)  # a killed run's slots
             cluster = ["--cluster-enabled", "yes", "--cluster-config-file",
                        str(self.dir / "nodes.conf")] if self.cluster else []
             subprocess.run(["redis-server", "--port", str(self.base_port), "--daemonize", "yes",

@@ -31,6 +31,7 @@ from jlse.settings import Settings
 REAP_EVERY = 0.5  # seconds between reaps of a shard's expired leases
 REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
 MERGE_TOP = 64  # ready URLs read per shard in a round, to place the round's floor
+READ_SLACK = 16  # of them, beyond the slots free at the last read
 
 
 @dataclass
@@ -118,7 +119,9 @@ def read_figures(registry: CrawlRegistry, crawl_id: str, crawl: CrawlState,
                  indexes: list[int]) -> None:
     """Per shard in ``indexes``, one pipelined read: fetched, in flight, queued, spilled, its
     best priority, its low URLs in flight (below priority_slack x the crawl's best as last read)
-    and its best ready priorities."""
+    and its best ready priorities (as many as the slots free at the last read, and some more
+    for the slots freed since, at most ``MERGE_TOP``)."""
+    tops = min(MERGE_TOP, crawl.free_slots() + READ_SLACK)
     bests = list(crawl.best.values())
     low_bound = crawl.settings.priority_slack * max(bests) if bests else None
     pipe = registry.client.pipeline(transaction=False)
@@ -131,7 +134,7 @@ def read_figures(registry: CrawlRegistry, crawl_id: str, crawl: CrawlState,
         pipe.zrevrange(frontier + "best", 0, 0, withscores=True)
         pipe.zcount(frontier + "lease_priority", "-inf",
                     "-inf" if low_bound is None else f"({low_bound!r}")
-        pipe.zrevrange(frontier + "ready", 0, MERGE_TOP - 1, withscores=True)
+        pipe.zrevrange(frontier + "ready", 0, tops - 1, withscores=True)
     replies = pipe.execute()
     for position, index in enumerate(indexes):
         fetched, in_flight, queued, spilled, best, low, ready = \
