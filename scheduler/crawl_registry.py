@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -53,20 +54,23 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # A worker's transactions issue their statements back to back; one idle for longer has lost its
 # client (a partitioned or frozen machine) and must not hold row locks that stall every worker.
 IDLE_TRANSACTION_TIMEOUT_MS = 5000
+LEARN_PENDING_SECONDS = 600  # a learning round sent but not started by then is sent again
 COUNTER_FIELDS = ("fetched", "relevant", "targets", "rejected", "requeued", "learned_at_results")
 CRAWL_COUNTERS = ("learned_at_results", "learn_targets", "pages_per_s")  # not per shard
 STATUSES = ("starting", "running", "done", "stopped")
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 
 # ARGV: counters key, targets now, cf. Claims a learning round once per cf new results.
+# ARGV: results so far, cf, now, seconds a sent round stays pending at most. 1: send a round.
 _CLAIM_LEARN = r"""
 local learned = tonumber(redis.call('HGET', KEYS[1], 'learned_at_results') or '0')
-local targets, cf = tonumber(ARGV[1]), tonumber(ARGV[2])
-if targets >= learned + cf then
-  redis.call('HSET', KEYS[1], 'learned_at_results', targets)
-  return 1
-end
-return 0
+local targets, cf, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if targets < learned + cf then return 0 end
+redis.call('HSET', KEYS[1], 'learned_at_results', targets)
+local pending = tonumber(redis.call('HGET', KEYS[1], 'learn_pending_until') or '0')
+if pending > now then return 0 end  -- the round waiting in the queue will read these too
+redis.call('HSET', KEYS[1], 'learn_pending_until', now + tonumber(ARGV[4]))
+return 1
 """
 
 
@@ -325,7 +329,8 @@ class CrawlRegistry:
         for shard in range(shards):
             pipe.hgetall(self.shard_prefix(crawl_id, shard) + "counters")
         crawl, *per_shard = pipe.execute()
-        values = {key.decode(): float(value) for key, value in crawl.items()}
+        values = {key.decode(): float(value) for key, value in crawl.items()
+                  if key != b"learn_pending_until"}  # a time, not a counter (claim_learning)
         for raw in per_shard:
             for key, value in raw.items():
                 name = key.decode()
@@ -350,9 +355,16 @@ class CrawlRegistry:
         self.client.hset(key + "counters", name, value)
 
     def claim_learning(self, crawl_id: str, targets: int, cf: int) -> bool:
-        """True for exactly one caller each time the results grew by ``cf`` since the last."""
+        """True for exactly one caller each time the results grew by ``cf`` since the last,
+        unless a round sent earlier has not started yet (``learning_started``; or sent more
+        than ``LEARN_PENDING_SECONDS`` ago): requests coalesce, the queue never grows."""
         key = self.prefix(crawl_id) + "counters"
-        return bool(self._claim_learn(keys=[key], args=[targets, cf]))
+        return bool(self._claim_learn(keys=[key], args=[targets, cf, repr(time.time()),
+                                                        LEARN_PENDING_SECONDS]))
+
+    def learning_started(self, crawl_id: str) -> None:
+        """A learning round began: results from now on may send the next one."""
+        self.client.hdel(self.prefix(crawl_id) + "counters", "learn_pending_until")
 
     def claim_learning_step(self, crawl_id: str, step: int, cf: int) -> bool:
         """A shard's results grew by ``step`` (a sharded crawl counts its results per shard):

@@ -4,6 +4,7 @@ answers shared by every process. Real Redis under a private key prefix (``regist
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from jlse.records import CrawlTask, Outcome
@@ -269,3 +270,21 @@ def test_a_round_merges_the_shards_by_priority(registry):
     Dispatcher(registry, recorder).serve("s1")
     sent = [task["priority"] for task in recorder.sent]
     assert sent == sorted(sent, reverse=True) and len(sent) == 9
+
+
+def test_learning_requests_coalesce_while_a_round_waits(registry, monkeypatch):
+    """A round is sent each time the results grow by cf, but not while one sent earlier has not
+    started: the learn queue holds at most one round per crawl (plus the one running)."""
+    import jlse.scheduler.crawl_registry as crawl_registry
+
+    _register(registry, cf=10)
+    claims = [registry.claim_learning("s1", targets, 10) for targets in (10, 15, 20, 30)]
+    assert claims == [True, False, False, False]  # 20 and 30: the first round has not started
+    registry.learning_started("s1")
+    assert registry.claim_learning("s1", 35, 10) is False  # 30 were already counted
+    monkeypatch.setattr(crawl_registry, "LEARN_PENDING_SECONDS", 0.2)
+    assert registry.claim_learning("s1", 40, 10) is True
+    assert "learn_pending_until" not in registry.counters("s1")
+    assert registry.claim_learning("s1", 50, 10) is False
+    time.sleep(0.3)  # the round sent at 40 never started (lost in transit): sent again
+    assert registry.claim_learning("s1", 60, 10) is True

@@ -21,7 +21,8 @@ from kombu.transport import redis as kombu_redis
 from jlse.scheduler.crawl_registry import broker_url, key_prefix
 
 TASK_TIME_LIMIT = 120  # seconds; a fetch has its own deadline well below this
-VISIBILITY_TIMEOUT = 600  # above the time limit: a running task is never redelivered
+LEARN_TIME_LIMIT = 540  # seconds for a learning round (jlse.learn)
+VISIBILITY_TIMEOUT = 600  # above the time limits: a running task is never redelivered
 
 def _queue(name: str) -> str:
     """A queue's name: with a non-default ``JLSE_KEY_PREFIX`` it is prefixed too, so clusters

@@ -258,6 +258,7 @@ def learn_qtable(crawl_id: str) -> int:
 
     def body() -> int:
         context = get_context(crawl_id)
+        context.registry.learning_started(crawl_id)  # results from now on send the next round
         raw = context.registry.config_raw(crawl_id)
         if raw is None or config_sha1(raw) != context.config_sha1:  # registered again
             drop_context(crawl_id)

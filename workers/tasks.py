@@ -7,7 +7,7 @@ import redis
 from celery import signals
 
 from jlse.scheduler.store.base import StoreError
-from jlse.workers.celery_app import FETCH_QUEUE, LEARN_QUEUE, app
+from jlse.workers.celery_app import FETCH_QUEUE, LEARN_QUEUE, LEARN_TIME_LIMIT, app
 
 # Redis or PostgreSQL briefly unavailable: try again with exponential backoff (jittered).
 _RETRY = {"autoretry_for": (redis.ConnectionError, redis.TimeoutError,
@@ -31,7 +31,11 @@ def refill(crawl_id: str, shard: int) -> int:
     return refill_shard(crawl_id, shard)
 
 
-@app.task(name="jlse.learn", queue=LEARN_QUEUE, **_RETRY)
+# a learning round reads the whole link graph: its own time limit, under the broker's
+# visibility timeout (a longer task would be handed out again); requests coalesce meanwhile
+# (CrawlRegistry.claim_learning)
+@app.task(name="jlse.learn", queue=LEARN_QUEUE, time_limit=LEARN_TIME_LIMIT,
+          soft_time_limit=LEARN_TIME_LIMIT - 30, **_RETRY)
 def learn(crawl_id: str) -> int:
     """Learn a Q-table from the crawl database and publish it; the version (0 if none)."""
     from jlse.workers.distributed import learn_qtable
