@@ -44,7 +44,7 @@ from jlse.plots import plot_report
 from jlse.records import UNCOUNTED_OUTCOMES
 from jlse.run import run_crawl
 from jlse.sandbox import RealWeb, SandboxWeb, build_web
-from jlse.scheduler.urls import canonicalize
+from jlse.scheduler.urls import canonicalize, host_of, registered_domain
 from jlse.topic import read_seeds
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,18 @@ def recall_curve(urls: Sequence[str], truth: GroundTruth, topic: str) -> np.ndar
     return np.cumsum(np.array(new_targets, dtype=float)) / total
 
 
+def sites_curve(urls: Sequence[str], truth: GroundTruth, topic: str) -> np.ndarray:
+    """Relevant sites after each page: element N-1 counts the registered domains with a
+    relevant page among the first N (TRES's count of relevant domains)."""
+    found: set[str] = set()
+    counts = np.zeros(len(urls))
+    for position, url in enumerate(urls):
+        if truth.is_relevant(url, topic):
+            found.add(registered_domain(host_of(url)))
+        counts[position] = len(found)
+    return counts
+
+
 def value_at(curve: np.ndarray, n: int, hold_last: bool) -> float | None:
     """The curve at N pages; past its end None, or its last value when ``hold_last``."""
     if len(curve) >= n:
@@ -169,11 +181,13 @@ def value_at(curve: np.ndarray, n: int, hold_last: bool) -> float | None:
 def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
             checkpoints: Sequence[int]) -> StrategyResult:
     hr, tr = harvest_curve(urls, truth, topic), recall_curve(urls, truth, topic)
+    sites = sites_curve(urls, truth, topic)
     return StrategyResult(
         topic=topic, strategy=label, fetched=len(urls),
         n_targets=len(truth.targets.get(topic, ())),
         harvest_at={n: value_at(hr, n, hold_last=False) for n in checkpoints},
         recall_at={n: value_at(tr, n, hold_last=True) for n in checkpoints},
+        sites_at={n: int(value_at(sites, n, hold_last=True) or 0) for n in checkpoints},
         harvest=hr.tolist(), recall=tr.tolist(),
     )
 

@@ -33,6 +33,8 @@ class StrategyResult:
     elapsed: float = 0.0
     reason: str = ""
     efficiency_at: dict[int, float | None] = field(default_factory=dict)  # HR / oracle HR
+    # relevant sites (registered domains with a relevant page) among the first N pages
+    sites_at: dict[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -55,12 +57,13 @@ def _cell(value: float | None) -> str:
 
 def markdown_table(results: Sequence[StrategyResult], checkpoints: Sequence[int]) -> str:
     head = (["strategy", "pages"] + [f"HR@{n}" for n in checkpoints]
-            + [f"TR@{n}" for n in checkpoints])
+            + [f"TR@{n}" for n in checkpoints] + [f"sites@{n}" for n in checkpoints])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         label = f"{r.strategy} (failed)" if r.reason.startswith("failed") else r.strategy
         cells = ([label, str(r.fetched)] + [_cell(r.harvest_at[n]) for n in checkpoints]
-                 + [_cell(r.recall_at[n]) for n in checkpoints])
+                 + [_cell(r.recall_at[n]) for n in checkpoints]
+                 + [str(r.sites_at.get(n, "-")) for n in checkpoints])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -119,8 +122,9 @@ class EvalReport:
 
     def render(self) -> str:
         parts = [f"# jlse eval: budget {self.budget} pages",
-                 "HR@N: harvest rate, TR@N: target recall (ground truth); "
-                 "'-': the crawl stopped before N pages (TR then holds its final value)."]
+                 "HR@N: harvest rate, TR@N: target recall, sites@N: relevant sites (registered "
+                 "domains with a relevant page) among the first N pages (ground truth); '-': the "
+                 "crawl stopped before N pages (TR and sites then hold their final values)."]
         parts.append(
             "oracle: a crawl from the same seeds with the same budget that knows every page's "
             "label and the whole link graph (relevant pages it sees first, then the links "

@@ -18,6 +18,7 @@ from jlse.eval import (
     measure,
     recall_curve,
     run_eval,
+    sites_curve,
     truth_key,
 )
 from jlse.eval_report import markdown_table
@@ -48,6 +49,19 @@ def test_harvest_and_recall_curves_exact(truth: GroundTruth) -> None:
     # the other topic: C is its only page and only target
     assert harvest_curve(FETCH_ORDER, truth, "cooking") == pytest.approx([0, 1 / 2, 1 / 3, 1 / 4, 1 / 5])
     assert recall_curve(FETCH_ORDER, truth, "cooking")[-1] == 1.0
+
+
+def test_relevant_sites_count_registered_domains_with_a_relevant_page(truth) -> None:
+    other_host, same_domain = "http://q.test/f", "http://www.q.test/g"
+    truth.add(other_host, "phones", False)
+    truth.add(same_domain, "phones", False)
+    order = [C, A, UNKNOWN, B, other_host, same_domain]
+    assert sites_curve(order, truth, "phones").tolist() == [0, 1, 1, 1, 2, 2]
+    assert sites_curve(order, truth, "cooking").tolist() == [1, 1, 1, 1, 1, 1]
+    result = measure("phones", "bfs", order, truth, [1, 5, 100])
+    assert result.sites_at == {1: 0, 5: 2, 100: 2}  # the crawl ended: the count holds
+    assert "| bfs | 6 |" in markdown_table([result], [1, 5, 100])
+    assert markdown_table([result], [1, 5, 100]).splitlines()[2].endswith("| 0 | 2 | 2 |")
 
 
 def test_a_target_fetched_twice_counts_once(truth: GroundTruth) -> None:
@@ -136,6 +150,9 @@ def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
         on_topic = sum(sandbox_web.is_relevant(url, "phones") for url in urls)
         assert result.harvest_at[150] == pytest.approx(on_topic / 150)
         assert 0 < result.recall_at[150] < 1
+        sites = {host for url in urls if sandbox_web.is_relevant(url, "phones")
+                 for host in [url.split("/")[2]]}
+        assert result.sites_at[150] == len(sites) > 0
     markdown = (tmp_path / "report.md").read_text()
     assert "## phones" in markdown and "| best-first | 150 |" in markdown
     assert "oracle: not computed (--no-oracle)" in markdown and "eff@" not in markdown
