@@ -56,7 +56,6 @@ from jlse.scheduler.crawl_registry import (
     settings_from_config,
 )
 from jlse.scheduler.dispatch_shards import (
-    MERGE_TOP,
     REAP_EVERY,
     REFILL_EVERY,
     CrawlState,
@@ -203,10 +202,9 @@ class Dispatcher:
         if not crawl.shards:  # another dispatcher serves this crawl's shards
             return sent, wait
         self._read_others(crawl_id, crawl, force=crawl.settings.frontier_shards > 1)
-        free = crawl.free_slots()
         popped: list[tuple[LeasedTask, RedisFrontier]] = []
         try:
-            for index, floor in crawl.merge_order(free, self.clock()):
+            for index, floor in crawl.merge_order():
                 result = self._serve_shard_safely(crawl_id, crawl, index, floor)
                 if result is _UNAVAILABLE:
                     crawl.ready.pop(index, None)
@@ -228,8 +226,6 @@ class Dispatcher:
             self._send_all(crawl_id, popped)
         sent = len(popped)
         self._finish_if_done(crawl_id, crawl)
-        if sent >= MERGE_TOP and free > sent:  # the floor held URLs back: next round at once
-            wait = 0.0
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
 
     def _serve_shard_safely(self, crawl_id: str, crawl: CrawlState, index: int,
@@ -266,13 +262,10 @@ class Dispatcher:
         result = self._dispatch(crawl_id, crawl, index, reap, floor)
         if result is None or result is _INACTIVE:
             return result
-        shard.called = True
-        shard.wake_at = None if result.sleeper_ready_in is None else now + result.sleeper_ready_in
-        shard.refill_due = result.refill_due
         if result.ready_best is None:
             crawl.ready.pop(index, None)
         else:
-            crawl.ready[index] = [result.ready_best]
+            crawl.ready[index] = result.ready_best
         if result.reaped:
             reaped = result.reaped
             if reaped >= REAP_BATCH:
@@ -353,9 +346,8 @@ class Dispatcher:
                     crawl.ready.pop(index, None)
 
     def _send_all(self, crawl_id: str, popped: list[tuple[LeasedTask, RedisFrontier]]) -> None:
-        """Send a round's tasks, best first over its shards (Celery's queue is FIFO); on a
-        failure the unsent ones go back to their shards."""
-        popped.sort(key=lambda pair: -pair[0].priority)
+        """Send a round's tasks in the order they were popped (the crawl's, across its shards:
+        Celery's queue is FIFO); on a failure the unsent ones go back to their shards."""
         for i, (task, _) in enumerate(popped):
             try:
                 self.send(crawl_id, task.to_dict())
