@@ -42,6 +42,7 @@ from collections.abc import Callable
 import redis
 
 from jlse.learner.background import QTableHolder
+from jlse.learner.qtable_cache import MachineCache
 from jlse.models.qtable import QTable
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class RedisQTableStore:
     """
 
     def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX,
-                 keep_versions: int = KEEP_VERSIONS) -> None:
+                 keep_versions: int = KEEP_VERSIONS, cache: MachineCache | None = None) -> None:
         if client.get_connection_kwargs().get("decode_responses"):
             raise ValueError("RedisQTableStore needs a client without decode_responses "
                              "(Q-tables are binary)")
@@ -101,6 +102,7 @@ class RedisQTableStore:
         self.client = client
         self.prefix = prefix
         self.keep_versions = keep_versions
+        self.cache = cache  # this machine's copies, shared by its processes (``load``)
         self.current_key = prefix + "current"
         self.versions_key = prefix + "versions"
         self._publish = client.register_script(_PUBLISH)
@@ -143,7 +145,21 @@ class RedisQTableStore:
             if version == 0:
                 return None
         key = self.blob_key(version)
-        blob = self.client.get(key)
+        if self.cache is None:
+            return self._parse(key, version, self.client.get(key))
+        try:
+            return self._parse(key, version, self.cache.get(version,
+                                                             lambda: self.client.get(key)))
+        except ValueError:  # a bad copy on this machine: Redis's own, once more
+            self.cache.discard(version)
+            return self._parse(key, version, self.client.get(key))
+        except OSError as exc:  # the cache's disk: this process downloads its own
+            log.warning("Q-table cache %s failed (%s); reading v%d from Redis",
+                        self.cache.directory, exc, version)
+            return self._parse(key, version, self.client.get(key))
+
+    @staticmethod
+    def _parse(key: str, version: int, blob: bytes | None) -> QTable | None:
         if blob is None:
             return None
         try:

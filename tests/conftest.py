@@ -7,7 +7,9 @@ Real services only. If PostgreSQL is not reachable the tests fail with a clear m
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -21,9 +23,19 @@ def pytest_configure(config: pytest.Config) -> None:
     """The Ctrl+C tests send SIGINT to the crawls they start. A test run started in the
     background of a shell without job control (``cmd &`` in a script) inherits SIGINT ignored,
     and so would every crawl it starts: give the children Python's own handler instead (an
-    ignored signal stays ignored across exec; a handled one is reset to the default)."""
+    ignored signal stays ignored across exec; a handled one is reset to the default).
+    The workers the tests start keep their Q-table copies in the session's own directory,
+    removed at its end (``learner/qtable_cache.py``), not in /dev/shm."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if "JLSE_QTABLE_CACHE" not in os.environ:
+        os.environ["JLSE_QTABLE_CACHE"] = tempfile.mkdtemp(prefix="jlse-test-qtables-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = os.environ.get("JLSE_QTABLE_CACHE", "")
+    if os.path.basename(cache).startswith("jlse-test-qtables-"):
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _pg_admin_connection():

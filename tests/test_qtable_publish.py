@@ -311,3 +311,96 @@ def test_publish_and_versions_on_a_redis_cluster(redis_cluster_client):
     assert store.current_version() == 3 and store.versions() == [2, 3]
     np.testing.assert_array_equal(store.load().q, make_table(3).q)
     store.clear()
+
+
+# --- one copy per machine ---------------------------------------------------------------------
+
+class _CountingGets:
+    """A Redis client whose GETs of Q-table blobs are counted (one per download)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client, self.blob_gets = client, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._client, name)
+
+    def get(self, key):
+        if ":v" in str(key).rsplit("qtable", 1)[-1]:
+            self.blob_gets += 1
+        return self._client.get(key)
+
+
+def test_processes_of_a_machine_download_a_version_once(store, tmp_path):
+    from jlse.learner.qtable_cache import MachineCache
+
+    store.publish(make_table(1))
+    processes = []
+    for _ in range(4):  # four worker processes of one machine, each with its own client
+        counting = _CountingGets(store.client)
+        reader = RedisQTableStore(counting, store.prefix,
+                                  cache=MachineCache.for_prefix(store.prefix, tmp_path))
+        processes.append((counting, RedisQTableSource(reader)))
+    for _, source in processes:
+        assert source.refresh() and source.version == 1
+    assert [counting.blob_gets for counting, _ in processes] == [1, 0, 0, 0]
+    store.publish(make_table(2))
+    for _, source in reversed(processes):
+        assert source.refresh() and source.version == 2
+    assert sum(counting.blob_gets for counting, _ in processes) == 2  # one per version
+
+
+def test_a_bad_copy_on_the_machine_is_read_from_redis_again(store, tmp_path):
+    from jlse.learner.qtable_cache import MachineCache
+
+    cache = MachineCache.for_prefix(store.prefix, tmp_path)
+    store.publish(make_table(1))
+    cache.path(1).write_bytes(b"not a q-table")
+    reader = RedisQTableStore(store.client, store.prefix, cache=cache)
+    assert reader.load(1).version == 1
+    assert not cache.path(1).exists()  # discarded; the next process downloads it again
+
+
+def test_only_one_process_downloads_while_the_others_wait(tmp_path):
+    """Processes racing for a new version: the file lock lets one download it."""
+    import multiprocessing
+
+    from jlse.learner.qtable_cache import MachineCache
+
+    def race(marker: str, results) -> None:
+        cache = MachineCache.for_prefix("jlse:race:", tmp_path)
+
+        def download() -> bytes:
+            with open(marker, "a") as handle:
+                handle.write("x")
+            import time
+            time.sleep(0.2)
+            return b"blob"
+
+        results.put(cache.get(7, download))
+
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    marker = str(tmp_path / "downloads")
+    workers = [context.Process(target=race, args=(marker, results)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert [results.get(timeout=5) for _ in workers] == [b"blob"] * 4
+    assert open(marker).read() == "x"
+
+
+def test_a_cache_others_can_write_is_not_used(tmp_path, caplog):
+    from jlse.learner.qtable_cache import MachineCache
+
+    tmp_path.chmod(0o777)
+    with caplog.at_level(logging.WARNING):
+        assert MachineCache.for_prefix("jlse:x:", tmp_path) is None
+    assert "not this user's alone" in caplog.text
+    tmp_path.chmod(0o700)
+    cache = MachineCache.for_prefix("jlse:x:", tmp_path)
+    assert cache is not None and oct(cache.directory.stat().st_mode & 0o777) == "0o700"
+    for version in range(1, 6):
+        cache.get(version, lambda: b"blob")
+    assert sorted(path.name for path in cache.directory.glob("v*")) == \
+        ["v3.qtable", "v4.qtable", "v5.qtable"]  # the newest KEEP

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from jlse.learner.learner import Learner
 from jlse.learner.publish import RedisQTableSource, RedisQTableStore
+from jlse.learner.qtable_cache import MachineCache
 from jlse.models.persist import topic_model_from_bytes
 from jlse.models.strategy_catalog import make_strategy
 from jlse.records import LinkStatus
@@ -74,7 +75,9 @@ class CrawlContext:
         self.store = open_store(worker_store_url(self.trusted.store_url))
         self.frontier, self.ledger = redis_backends(registry, crawl_id, self.settings)
         self.frontier.defer = self._defer
-        self.qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
+        prefix = registry.qtable_prefix(crawl_id)  # one copy per machine of each version
+        self.qtables = RedisQTableStore(registry.client, prefix,
+                                        cache=MachineCache.for_prefix(prefix))
         self.worker_name = f"{os.environ.get('JLSE_WORKER_NAME') or socket.gethostname()}:" \
                            f"{os.getpid()}"
         self._reported_version = -1
