@@ -19,8 +19,8 @@ shard; a dispatcher serving some shards pops only what beats the others' best re
 is below ``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
 
 (Measured against a floor at the n-th best ready URL over every shard with one call per shard,
-which cost the dispatcher less: on the acceptance web the harvest fell from 0.967 to 0.90-0.92,
-as hosts that woke up in one shard lost their slots to another shard's known ready URLs.)
+which cost the dispatcher less: on the acceptance web the harvest fell from 0.967 to 0.90-0.92;
+docs/benchmarks.md, "Sharded frontier".)
 """
 
 from __future__ import annotations
