@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ROBOTS_MAX_BYTES = 500 * 1024  # RFC 9309: parse at least 500 KiB; the rest is ignored
 READ_CHUNK = 64 * 1024
+DEADLINE_SLACK = 0.05  # seconds: a timeout this close to the deadline is the deadline's
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 _QUIET_OUTCOMES = {Outcome.REDIRECT, Outcome.NOT_HTML, Outcome.HTTP_ERROR}  # logged at INFO
 
@@ -205,12 +206,14 @@ class Fetcher:
                 )
         except AddressRefused as exc:
             raise _Abort(Outcome.ADDRESS_REFUSED, str(exc)) from None
-        except requests.Timeout as exc:
-            raise _Abort(Outcome.TIMEOUT, f"timed out: {_root_cause(exc)}") from None
         except requests.RequestException as exc:
-            if time.monotonic() >= deadline:  # the deadline watch shut the socket down
+            # the deadline watch shut the socket down, or a read timeout cut to the time left
+            # ran out with it: either way the deadline ended the request
+            if time.monotonic() >= deadline - DEADLINE_SLACK:
                 raise _Abort(Outcome.TIMEOUT, f"fetch deadline of {deadline - started:.1f} s "
                              "exceeded before the response headers arrived") from None
+            if isinstance(exc, requests.Timeout):
+                raise _Abort(Outcome.TIMEOUT, f"timed out: {_root_cause(exc)}") from None
             raise _send_error(exc) from None
         except UnicodeError as exc:
             raise _Abort(Outcome.INVALID_URL, f"invalid URL: {exc}") from None
