@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg2
 import redis
 from crawl_checks import lost_urls
 from netns import NetnsLab
@@ -204,3 +206,16 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         time.sleep(0.1)
     return condition()
+
+
+def private_schema_url(lab: NetnsLab, admin_url: str) -> str:
+    """A fresh schema in the private PostgreSQL at ``admin_url``, as the hosts reach it
+    (through the lab's forwarder ``lab.pg_fwd``)."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    conn = psycopg2.connect(admin_url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA "{schema}"')
+    conn.close()
+    return (f"postgresql://postgres@{lab.gateway}:{lab.pg_fwd.port}/postgres"
+            f"?options=-csearch_path%3D{schema}")

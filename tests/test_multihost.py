@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from multihost import (
     check_nothing_lost,
     jlse,
     pages_fetched,
+    private_schema_url,
     wait_until,
     worker_offsets,
 )
@@ -102,14 +102,7 @@ def phones_topic(sandbox_web, tmp_path_factory) -> Path:
 @pytest.fixture()
 def store_url(lab, services) -> str:
     """A fresh schema in the private PostgreSQL, addressed through the lab's forwarder."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    conn = psycopg2.connect(services["pg"].url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'CREATE SCHEMA "{schema}"')
-    conn.close()
-    return (f"postgresql://postgres@{lab.gateway}:{lab.pg_fwd.port}/postgres"
-            f"?options=-csearch_path%3D{schema}")
+    return private_schema_url(lab, services["pg"].url)
 
 
 def test_worker_sessions_end_transactions_left_idle(services):

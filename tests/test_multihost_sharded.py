@@ -12,11 +12,9 @@ Root only: without ``ip netns`` the tests fail.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 
-import psycopg2
 import pytest
 from crawl_checks import (
     crawl_delay_breaches,
@@ -34,6 +32,7 @@ from multihost import (
     MultiHostCluster,
     check_nothing_lost,
     pages_fetched,
+    private_schema_url,
 )
 from netns import NetnsLab, require_netns
 from private_services import PrivatePostgres, PrivateRedis
@@ -115,14 +114,7 @@ def phones_topic(sandbox_web, tmp_path_factory):
 @pytest.fixture()
 def store_url(lab, services) -> str:
     """A fresh schema in the private PostgreSQL, addressed through the lab's forwarder."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    conn = psycopg2.connect(services["pg"].url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'CREATE SCHEMA "{schema}"')
-    conn.close()
-    return (f"postgresql://postgres@{lab.gateway}:{lab.pg_fwd.port}/postgres"
-            f"?options=-csearch_path%3D{schema}")
+    return private_schema_url(lab, services["pg"].url)
 
 
 def _pages_per_shard(log) -> Counter:
