@@ -267,6 +267,7 @@ def summarise(registry: CrawlRegistry, crawl_id: str, reason: str,
     counters = registry.counters(crawl_id)
     with open_store(_own_store_url(store_url)) as store:
         outcomes = store.stats(settings.relevance_threshold).outcomes
+        deferred = store.count_deferred()
     qtables = RedisQTableStore(registry.client, registry.qtable_prefix(crawl_id))
     return CrawlSummary(
         reason=reason, fetched=int(counters["fetched"]), relevant=int(counters["relevant"]),
@@ -274,7 +275,7 @@ def summarise(registry: CrawlRegistry, crawl_id: str, reason: str,
         frontier_left=len(frontier_of(registry, crawl_id, settings)),
         store_url=redact_url(config["store_url"]), outcomes=outcomes,
         classified=bool(config.get("classified", True)),
-        qtable_version=qtables.current_version())
+        qtable_version=qtables.current_version(), deferred=deferred)
 
 
 def _own_store_url(store_url: str | None) -> str:

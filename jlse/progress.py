@@ -141,6 +141,7 @@ class CrawlSummary:
     unfinished: int = 0  # pages in flight when the crawl ended: still queued (--resume)
     fetched_before: int = 0  # pages a resumed crawl had fetched before this session
     workdir: str = ""  # the embedded crawl's workdir ("" in distributed mode)
+    deferred: int = 0  # URLs found while their shard was down, waiting in the crawl database
 
     @property
     def harvest_rate(self) -> float:
@@ -191,6 +192,9 @@ class CrawlSummary:
         else:
             lines.append("  relevance       not judged (the topic has no samples or keywords)")
         lines.append(f"  frontier left   {self.frontier_left}")
+        if self.deferred:
+            lines.append(f"  deferred        {self.deferred}  (found while their shard was "
+                         "down; in the crawl database: --resume queues them)")
         if self.unfinished:
             lines.append(f"  unfinished      {self.unfinished}  (in flight at the end; still "
                          "queued: --resume fetches them)")

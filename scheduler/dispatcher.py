@@ -360,7 +360,11 @@ class Dispatcher:
     def _maybe_refill(self, crawl_id: str, shard: ShardState, index: int,
                       result: DispatchRound) -> None:
         now = self.clock()
-        if (self.send_refill is None or not result.refill_due
+        # this dispatcher's first round of the shard refills it whatever is due: URLs deferred
+        # before it started (a crawl that ended or a dispatcher that died while the shard was
+        # down) come back on --resume or a restart
+        first = shard.last_refill == -float("inf")
+        if (self.send_refill is None or not (result.refill_due or first)
                 or now - shard.last_refill < REFILL_EVERY):
             return
         shard.last_refill = now

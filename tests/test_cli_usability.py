@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from jlse.cli import build_parser
+from jlse.progress import CrawlSummary
 from jlse.run import run_crawl
 from jlse.scheduler.store import open_store
 from jlse.topic import TopicError, load_topic
@@ -188,6 +189,14 @@ def test_rates_after_resume_are_this_sessions(phones_topic, sandbox, tmp_path):
     done = run_crawl(phones_topic, overrides, workdir=tmp_path / "w", resume=True,
                      progress=False)  # the budget was reached already
     assert done.session_fetched == 0 and done.pages_per_second == 0.0
+
+
+def test_the_summary_tells_of_urls_deferred_for_a_shard_that_was_down():
+    summary = CrawlSummary(reason="page budget reached", fetched=5, relevant=2, targets=1,
+                           elapsed=1.0, frontier_left=0, store_url="postgresql:///c")
+    assert "deferred" not in summary.render()
+    summary.deferred = 3
+    assert "deferred        3  (found while their shard was down" in summary.render()
 
 
 # --- topic files in other encodings ----------------------------------------------------------

@@ -144,4 +144,5 @@ def test_a_killed_master_loses_no_url_and_fetches_no_page_twice(fresh_redis_clus
         assert while_down, state  # the other shards went on meanwhile
         assert all(shard_of(host_of(url), SHARDS) != 1 for url in while_down[12:])
         assert crawl.deferred > 0  # links into the dead shard waited in the crawl database
+        assert store.count_deferred() == 0  # and its refills took every one back
     client.close()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from jlse.records import CrawlTask, Outcome
 from jlse.scheduler.crawl_registry import CrawlRegistry
+from jlse.scheduler.dispatch_shards import REFILL_EVERY
 from jlse.scheduler.dispatcher import Dispatcher, parse_shard_spec
 from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.redis_ledger import RedisHostLedger, set_host_counts
@@ -158,12 +159,17 @@ def test_a_shard_whose_hosts_spilled_gets_a_refill_task(registry):
     frontier = _register(registry, host_window=2, max_outstanding=1)
     frontier.push_many([CrawlTask(url=f"http://big.test/{i}", url_id=i) for i in range(6)])
     refills: list[tuple[str, int]] = []
-    dispatcher = Dispatcher(registry, Recorder([]),
+    now = [1000.0]
+    dispatcher = Dispatcher(registry, Recorder([]), clock=lambda: now[0],
                             send_refill=lambda crawl, shard: refills.append((crawl, shard)))
-    dispatcher.serve("s1")  # takes /0: the window is down to one, the host is due a refill
-    assert refills == [("s1", shard_of("big.test", SHARDS))]
+    dispatcher.serve("s1")  # its first round refills every shard (URLs deferred before it)
+    assert sorted(refills) == [("s1", shard) for shard in range(SHARDS)]
+    refills.clear()
     dispatcher.serve("s1")
-    assert len(refills) == 1  # at most one per shard and REFILL_EVERY
+    assert refills == []  # at most one per shard and REFILL_EVERY
+    now[0] += REFILL_EVERY
+    dispatcher.serve("s1")  # /0 taken: the window is down to one, the host is due a refill
+    assert refills == [("s1", shard_of("big.test", SHARDS))]  # the others are due nothing
 
 
 @dataclass

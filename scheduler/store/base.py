@@ -121,6 +121,10 @@ class CrawlStore(ABC):
         """Forget deferred links (pushed now, or no longer queued)."""
 
     @abstractmethod
+    def count_deferred(self) -> int:
+        """How many links wait deferred, over every shard."""
+
+    @abstractmethod
     def iter_urls(self) -> Iterator[str]:
         """Every URL of the LinkTable, read in batches."""
 

@@ -319,6 +319,11 @@ class SqlCrawlStore(CrawlStore):
         sql = self._q("DELETE FROM deferred_pushes WHERE url_id = ?")
         self._run(lambda cur: cur.executemany(sql, [(i,) for i in url_ids]), "clear_deferred")
 
+    def count_deferred(self) -> int:
+        rows = self._run(lambda cur: self._fetchall(cur, "SELECT COUNT(*) FROM deferred_pushes",
+                                                    ()), "count_deferred", write=False)
+        return int(rows[0][0])
+
     def iter_urls(self) -> Iterator[str]:
         for row in self._paged("SELECT l.id, l.url FROM links l", [], (), 5000, "iter_urls"):
             yield row[1]
