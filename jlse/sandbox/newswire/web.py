@@ -41,11 +41,11 @@ class NewswireWeb(RealWeb):
     web_name = "newswire"
 
     def __init__(self, plan: WirePlan, test_docs: list[Story] | None = None) -> None:
-        super().__init__(plan, test_docs)  # type: ignore[arg-type]
+        super().__init__(plan, test_docs)
         self.topics = list(CRAWL_TOPICS)
         self.distractor_topics = list(CORPORATE)
 
-    def _truth_of(self, site: SitePlan, page: Page) -> PageTruth:  # type: ignore[override]
+    def _truth_of(self, site: SitePlan, page: Page) -> PageTruth:
         if page.kind in ("article", "print"):
             topic = self.plan.docs[page.key].topic
         elif page.kind == "category":
@@ -71,7 +71,7 @@ class NewswireWeb(RealWeb):
                                              n_samples, keywords_only, self.negatives,
                                              topicdir.RULES)
 
-    def render(self, site: SitePlan, page: Page) -> str:  # type: ignore[override]
+    def render(self, site: SitePlan, page: Page) -> str:
         """The HTML text of a page."""
         return render_page(self.plan, site, page)
 
@@ -90,7 +90,7 @@ class NewswireWeb(RealWeb):
 
 def _build(docs: list[Story], seed: int, fraction: float,
            test_docs: list[Story] | None = None, prints: bool = True) -> NewswireWeb:
-    kept = stratified_slice(docs, fraction, seed)  # type: ignore[arg-type]
+    kept = stratified_slice(docs, fraction, seed)
     by_id = {doc.id: doc for doc in kept}
     sites = plan_sites(kept, seed, prints)
     return NewswireWeb(WirePlan(seed, fraction, sites, by_id, neighbours(sites, by_id)),
