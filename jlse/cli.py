@@ -257,15 +257,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     topic_dirs = dict(pair.split("=", 1) for pair in args.topic_dir or [])
     web = None
-    if args.web == "real":
+    if args.web != "sandbox":
         if args.truth:
-            raise EvalError("--web real and --truth: give one web")
-        from jlse.sandbox import build_real_web
-        web = build_real_web(seed=args.seed, fraction=args.fraction)
+            raise EvalError(f"--web {args.web} and --truth: give one web")
+        from jlse.sandbox import REAL_WEBS
+        web = REAL_WEBS[args.web](seed=args.seed, fraction=args.fraction)
         web.negatives = args.negatives
     elif args.negatives != "random":
-        raise EvalError("--negatives is for --web real (the sandbox's topic directories draw "
-                        "their own irrelevant samples)")
+        raise EvalError("--negatives is for --web real or newswire (the sandbox's topic "
+                        "directories draw their own irrelevant samples)")
     from jlse.sandbox.vocab import CRAWL_TOPICS
     report = run_eval(
         topics=(args.topics or ",".join(web.topics if web else CRAWL_TOPICS)).split(","),
@@ -293,7 +293,7 @@ def _eval_discovery(args: argparse.Namespace) -> int:
                                            ("--truth", args.truth), ("--proxy", args.proxy),
                                            ("--topic-dir", args.topic_dir),
                                            ("--no-oracle", args.no_oracle),
-                                           ("--web real", args.web == "real")) if value]
+                                           (f"--web {args.web}", args.web != "sandbox")) if value]
     if crawl_only:
         raise EvalError(f"{', '.join(crawl_only)}: not with --discovery (it runs on the sandbox "
                         "web)")
@@ -436,13 +436,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--discovery, domain discovery's operator choice and rankings) on a web with ground "
         "truth")
     evaluate.add_argument("--topics", help="topics, comma-separated (default: phones,cameras,"
-                          "laptops on the sandbox, every topic of --web real)")
-    evaluate.add_argument("--web", choices=("sandbox", "real"), default="sandbox",
-                          help="real: the real-text web (20 Newsgroups posts; `make corpus`)")
-    evaluate.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
-                          "of the posts it serves")
+                          "laptops on the sandbox, every topic of --web real or newswire)")
+    evaluate.add_argument("--web", choices=("sandbox", "real", "newswire"), default="sandbox",
+                          help="real: the real-text web (20 Newsgroups posts); newswire: "
+                          "Reuters stories, a web no default is tuned on (both: `make corpus`)")
+    evaluate.add_argument("--fraction", type=float, default=1.0, help="--web real or newswire: "
+                          "the share of the documents it serves")
     evaluate.add_argument("--negatives", choices=("random", "stratified"), default="random",
-                          help="--web real: the topic directories' 20 irrelevant samples drawn "
+                          help="--web real or newswire: the topic directories' 20 irrelevant "
+                          "samples drawn "
                           "at random from the other topics (some topic may have none) or "
                           "as many from each other topic")
     strategy_option(evaluate, "--strategies", "strategies to compare, comma-separated, "

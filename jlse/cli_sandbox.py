@@ -55,10 +55,11 @@ def _add_web_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="pages per site, multiplied")
     parser.add_argument("--discovery", action="store_true", help="the discovery web: the "
                         "sandbox plus a long tail of small sites the seeds barely link to")
-    parser.add_argument("--web", choices=("sandbox", "real"), default="sandbox", help="real: "
-                        "the real-text web (20 Newsgroups posts; `make corpus` fetches them)")
-    parser.add_argument("--fraction", type=float, default=1.0, help="--web real: the share "
-                        "of the posts kept (a stratified slice)")
+    parser.add_argument("--web", choices=("sandbox", "real", "newswire"), default="sandbox",
+                        help="real: the real-text web (20 Newsgroups posts); newswire: Reuters "
+                        "stories on 20 news sites (`make corpus` fetches both)")
+    parser.add_argument("--fraction", type=float, default=1.0, help="--web real or newswire: "
+                        "the share of the documents kept (a stratified slice)")
 
 
 def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -66,12 +67,13 @@ def _action(actions: Any, name: str, text: str) -> argparse.ArgumentParser:
 
 
 def _build(args: argparse.Namespace) -> Any:
-    from jlse.sandbox import build_real_web, build_web
+    from jlse.sandbox import REAL_WEBS, build_web
 
-    if args.web == "real":
+    if args.web != "sandbox":
         if args.discovery:
-            raise ValueError("--discovery is a layout of the sandbox web, not of --web real")
-        return build_real_web(seed=args.seed, fraction=args.fraction)
+            raise ValueError(f"--discovery is a layout of the sandbox web, not of --web "
+                             f"{args.web}")
+        return REAL_WEBS[args.web](seed=args.seed, fraction=args.fraction)
     return build_web(seed=args.seed, scale=args.scale, discovery=args.discovery)
 
 

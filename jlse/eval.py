@@ -233,16 +233,16 @@ def _wait_for_port(port: int, process: subprocess.Popen, timeout: float) -> None
 
 @contextmanager
 def sandbox_process(seed: int, discovery: bool = False, scale: float = 1.0,
-                    real_fraction: float | None = None):
+                    real_fraction: float | None = None, web_name: str = "real"):
     """Serve the sandbox web (``seed``, ``scale``; with ``discovery`` the discovery web, whose
-    search API answers on the same address; with ``real_fraction`` the real-text web of that
-    fraction) in a child process; yields its proxy URL."""
+    search API answers on the same address; with ``real_fraction`` the real-text web
+    ``web_name`` of that fraction) in a child process; yields its proxy URL."""
     port = _free_port()
     command = [sys.executable, "-m", "jlse.cli", "sandbox", "serve", "--port", str(port),
                "--seed", str(seed)] + (["--discovery"] if discovery else []) + (
                ["--scale", str(scale)] if scale != 1.0 else [])
     if real_fraction is not None:
-        command += ["--web", "real", "--fraction", str(real_fraction)]
+        command += ["--web", web_name, "--fraction", str(real_fraction)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                cwd=Path(__file__).resolve().parent.parent)
     try:
@@ -373,9 +373,11 @@ def run_eval(
 
 @contextmanager
 def _proxy_for(web: Any | None, proxy: str | None):
-    """The given proxy; for a sandbox or real-text web without one, a server of our own."""
+    """The given proxy; for a sandbox or real-text web (``RealWeb`` or a subclass: the
+    newswire web) without one, a server of our own."""
     if isinstance(web, RealWeb) and not proxy:
-        with sandbox_process(web.seed, real_fraction=web.fraction) as url:
+        with sandbox_process(web.seed, real_fraction=web.fraction,
+                             web_name=web.web_name) as url:
             yield url
     elif isinstance(web, SandboxWeb) and not proxy:
         with sandbox_process(web.seed, web.discovery, web.scale) as url:

@@ -47,9 +47,13 @@ three on its own site and two on partner sites. Served pages come from the train
 directory samples from the test split. ``fraction`` < 1 keeps a stratified slice (tests).
 """
 
+from jlse.sandbox.newswire import NewswireWeb, build_newswire_web
 from jlse.sandbox.realweb import RealWeb, build_real_web
 from jlse.sandbox.server import RequestLogEntry, SandboxServer
 from jlse.sandbox.web import PageTruth, SandboxWeb, SiteTruth, build_web
 
-__all__ = ["PageTruth", "RealWeb", "RequestLogEntry", "SandboxServer", "SandboxWeb", "SiteTruth",
-           "build_real_web", "build_web"]
+# the webs of real labelled text, by their ``--web`` name: build(seed=, fraction=)
+REAL_WEBS = {"real": build_real_web, "newswire": build_newswire_web}
+
+__all__ = ["REAL_WEBS", "NewswireWeb", "PageTruth", "RealWeb", "RequestLogEntry", "SandboxServer",
+           "SandboxWeb", "SiteTruth", "build_newswire_web", "build_real_web", "build_web"]

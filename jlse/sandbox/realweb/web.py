@@ -33,6 +33,8 @@ LINK_PAGE_KINDS = ("home", "about", "category", "offer")  # topic "hub"
 class RealWeb(ServedWeb):
     """The real-text web: 20 Newsgroups posts on ~25 ``*.real`` sites."""
 
+    web_name = "real"  # ``--web`` of ``jlse sandbox serve`` and ``jlse eval``
+
     def __init__(self, plan: RealPlan, test_docs: list[Doc] | None = None) -> None:
         self.plan = plan
         self.seed = plan.seed

