@@ -4,9 +4,9 @@ and mentions, in its text, the two most similar stories of its peer sites (never
 itself); partner blocks link sites that share no text.
 
 Peers keep the web from being fully interlinked and make some sites hard to reach directly:
-a desk mentions two outlets, one corporate site and the first desk of a neighbouring topic,
-never the other desk of its own topic; an outlet mentions every desk, one corporate site and
-the next outlet; a corporate site two outlets, the next corporate site and a portal; a
+a desk mentions two outlets, one corporate site, the first desk of a neighbouring topic and
+two regional papers, never the other desk of its own topic; an outlet mentions every desk, one
+corporate site, the next outlet and two papers; a corporate site two outlets, the next corporate site and a portal; a
 regional paper an outlet, a desk, two other papers and a portal; a journal its topic's first
 desk, a portal, a paper and a journal of a topic sharing its words; a topic blog its topic's
 journals and a paper; a chatter blog two portals, a corporate site and a paper; a portal a
@@ -24,6 +24,7 @@ from jlse.sandbox.newswire.syndication import SHARED_VOCABULARY
 from jlse.sandbox.realweb.links import tfidf, top_similar
 
 K_OWN, K_MENTION = 3, 2
+N_PAPERS = 2  # regional papers a desk's or an outlet's stories mention
 SPARE = 4  # more candidates than mentions: copies of the story itself are left out
 Neighbours = dict[tuple[str, int], tuple[tuple[int, ...], tuple[tuple[str, int], ...]]]
 NEIGHBOUR_TOPIC = {"energy": "commodities", "commodities": "trade", "trade": "economy",
@@ -43,11 +44,15 @@ def peer_hosts(sites: list[WireSite]) -> dict[str, list[str]]:
     for site in sites:
         n = site.index
         if site.kind == "desk":
+            at = desks.index(site)
             peers[site.host] = [outlets[(n + i) % len(outlets)] for i in (0, 2)] + [
-                corporate[n % len(corporate)], first_desk[NEIGHBOUR_TOPIC[site.topic]]]
+                corporate[n % len(corporate)], first_desk[NEIGHBOUR_TOPIC[site.topic]]] + [
+                regional[(N_PAPERS * at + i) % len(regional)] for i in range(N_PAPERS)]
         elif site.kind == "outlet":
             peers[site.host] = [s.host for s in desks] + [
-                corporate[n % len(corporate)], outlets[(n + 1) % len(outlets)]]
+                corporate[n % len(corporate)], outlets[(n + 1) % len(outlets)]] + [
+                regional[(N_PAPERS * (n + len(desks)) + i) % len(regional)]
+                for i in range(N_PAPERS)]
         elif site.kind == "corporate":
             peers[site.host] = [outlets[n % len(outlets)], outlets[(n + 1) % len(outlets)],
                                 corporate[(n + 1) % len(corporate)], portals[n % len(portals)]]
