@@ -267,7 +267,8 @@ def test_topic_dir_samples_come_from_the_test_split(web, tmp_path):
 
 def test_eval_on_the_newswire_web(web, tmp_path):
     """``jlse eval``'s path (the web served by ``jlse sandbox serve --web newswire``): a focused
-    crawl harvests more of the topic than breadth-first, and the oracle at least as much."""
+    crawl harvests more of the topic than breadth-first, and the oracle finds nothing but the
+    topic (the topic has more relevant pages than the budget)."""
     from jlse.eval import run_eval
 
     report = run_eval(topics=["energy"], strategies=["best-first", "bfs"], budget=150,
@@ -277,7 +278,7 @@ def test_eval_on_the_newswire_web(web, tmp_path):
     assert rows["best-first"].fetched == rows["bfs"].fetched == 150
     hr = {name: row.harvest_at[150] for name, row in rows.items()}
     assert hr["best-first"] > hr["bfs"] + 0.1, hr
-    assert hr["oracle"] >= hr["best-first"], hr
+    assert hr["oracle"] >= 0.95, hr  # more relevant pages than the budget, even at 0.2
     assert rows["best-first"].sites_at[150] >= 1
     assert "efficiency" in (tmp_path / "report.md").read_text()
 
