@@ -36,7 +36,7 @@ SHORT_LINK = re.compile(r"/s/(\d+)")
 
 
 class NewswireWeb(RealWeb):
-    """The newswire web: Reuters-21578 stories on 20 ``*.wire`` sites."""
+    """The newswire web: Reuters-21578 stories on 96 ``*.wire`` sites."""
 
     web_name = "newswire"
 
