@@ -24,7 +24,8 @@ from protego import Protego
 
 from jlse.sandbox import NewswireWeb, SandboxServer, build_newswire_web
 from jlse.sandbox.newswire import corpus
-from jlse.sandbox.newswire.plan import SLOW_SECONDS
+from jlse.sandbox.newswire.plan import ORIGINAL_KINDS, SLOW_SECONDS
+from jlse.sandbox.newswire.syndication import SHARED_VOCABULARY
 
 FRACTION = 0.2  # ~1,250 stories, ~2,700 pages: builds in about a second
 
@@ -102,32 +103,75 @@ def test_same_seed_same_bytes(web):
 
 
 def test_sites_layout_and_truth(web):
-    assert len(web.sites) == 20 and all(host.endswith(".wire") for host in web.sites)
+    assert len(web.sites) == 96 and all(host.endswith(".wire") for host in web.sites)
     kinds = Counter(plan.site.kind for plan in web.plan.sites)
-    assert kinds == {"outlet": 4, "desk": 10, "corporate": 4, "aggregator": 2}
-    served = Counter(doc_id for plan in web.plan.sites for doc_id in plan.section_of)
-    assert set(served) == set(web.plan.docs) and set(served.values()) == {1}  # once each
+    assert kinds == {"outlet": 4, "desk": 10, "corporate": 4, "aggregator": 2, "regional": 36,
+                     "journal": 12, "blog": 18, "portal": 10}
+    originals = Counter(doc_id for plan in web.plan.sites for doc_id in plan.section_of
+                        if plan.site.kind in ORIGINAL_KINDS)
+    assert set(originals) == set(web.plan.docs) and set(originals.values()) == {1}  # once each
     for plan in web.plan.sites:
         topics = Counter(web.plan.docs[d].topic for d in plan.section_of)
         if plan.site.kind == "desk":  # mostly its topic, the rest company news
             share = topics[plan.site.topic] / sum(topics.values())
             assert 0.7 < share < 0.9 and set(topics) - {plan.site.topic} <= set(corpus.CORPORATE)
             assert web.is_relevant_site(plan.host, plan.site.topic)
-        elif plan.site.kind == "outlet":  # mixed-topic sites
-            assert len(topics) == 8
-        elif plan.site.kind == "corporate":
+        elif plan.site.kind in ("outlet", "regional"):  # mixed-topic sites
+            assert len(topics) >= (8 if plan.site.kind == "outlet" else 5), (plan.host, topics)
+        elif plan.site.kind in ("corporate", "portal"):
             assert set(topics) <= set(corpus.CORPORATE)
+        elif plan.site.kind == "journal":  # its topic, topics sharing its words, company news
+            assert topics.most_common(1)[0][0] == plan.site.topic
+            assert set(topics) - {plan.site.topic} <= set(
+                SHARED_VOCABULARY[plan.site.topic] + corpus.CORPORATE)
     for truth in web.iter_truth():
         site, page = web._find(truth.url)
         assert truth.is_target == (page.kind == "article")
         if page.kind in ("article", "print"):
             assert truth.topic == web.plan.docs[page.key].topic
             assert truth.crawlable == (page.kind == "article") or site.host == "economy-watch.wire"
+            assert page.kind == "article" or site.site.kind in ORIGINAL_KINDS
         elif page.kind == "category":
             docs = [web.plan.docs[d].topic for d in site.sections[page.key].docs]
-            assert truth.topic == max(set(docs), key=docs.count)
+            assert truth.topic == max(sorted(set(docs)), key=docs.count)  # ties: a-z
         else:
             assert truth.topic == "hub"
+
+
+def test_the_full_web_is_bigger_than_a_crawl():
+    """Fraction 1: every crawl topic has well over 1,000 relevant pages on 15 sites or more,
+    and the off-topic bulk outweighs the on-topic part."""
+    full = build_newswire_web(seed=7)
+    crawlable = [t for t in full.iter_truth() if t.crawlable]
+    pages, sites = Counter(t.topic for t in crawlable), {}
+    for t in crawlable:
+        sites.setdefault(t.topic, set()).add(t.site)
+    for topic in full.topics:
+        assert pages[topic] >= 1500 and len(sites[topic]) >= 15, (topic, pages[topic])
+    on_topic = sum(pages[topic] for topic in full.topics)
+    assert pages["earnings"] + pages["acquisitions"] > on_topic
+
+
+def test_a_republished_copy_is_rewritten_but_keeps_its_label(web):
+    copies = Counter()
+    for plan in web.plan.sites:
+        if plan.site.kind in ORIGINAL_KINDS or plan.site.kind == "aggregator":
+            continue
+        for doc_id in list(plan.section_of)[:40]:
+            doc, url = web.plan.docs[doc_id], web.plan.copy_url(plan.host, doc_id)
+            assert web.truth(url).topic == doc.topic and web.truth(url).is_target
+            tree = lxml.html.fromstring(web.page_bytes(url))
+            text = " ".join(tree.xpath('//div[@class="article"]/p/text()'))
+            title = tree.xpath("//h1/text()")[0]
+            copies["retitled"] += title != doc.title
+            copies["shortened"] += len(text.split()) < 0.9 * len(doc.text.split())
+            copies["all"] += 1
+            credit = tree.xpath('//p[@class="note"]/a/@href')
+            assert credit[-1] == web.plan.article_url(doc_id)  # credits the original
+    assert copies["retitled"] > 0.4 * copies["all"] and copies["shortened"] > 0.2 * copies["all"]
+    blog = web.plan.by_host["gold-bug.wire"]
+    quote = web.page_bytes(web.plan.copy_url(blog.host, next(iter(blog.section_of))))
+    assert "\u201c".encode() in quote and b"Read the full story at" in quote
 
 
 def test_every_crawlable_page_is_reachable_from_the_seeds(web, tmp_path):
@@ -135,14 +179,18 @@ def test_every_crawlable_page_is_reachable_from_the_seeds(web, tmp_path):
              for url in web.write_topic_dir(topic, tmp_path / topic, keywords_only=True)
              .joinpath("seeds.txt").read_text().split()}
     known = {t.url: t for t in web.iter_truth()}
-    seen, queue, mentions = set(seeds), deque(seeds), Counter()
+    seen, queue, mentions, into = set(seeds), deque(seeds), Counter(), {}
+    kind = {plan.host: plan.site.kind for plan in web.plan.sites}
     while queue:
         url = queue.popleft()
         for link in links(web.page_bytes(url), url):
             host, path = urlsplit(link).hostname, urlsplit(link).path
             if path.startswith("/s/") and host in web.plan.by_host:  # a short link: 301
-                link = web.plan.article_url(int(path.removeprefix("/s/")))
+                moved = web.respond(host, path, None)
+                link = dict(moved.headers)["Location"]
             truth = known.get(link)
+            if truth and truth.site != known[url].site:
+                into.setdefault(truth.site, set()).add(known[url].site)
             if truth and truth.is_target and known[url].is_target and truth.site != known[url].site:
                 mentions[known[url].site, truth.site] += 1
             if truth and truth.crawlable and link not in seen:
@@ -155,6 +203,14 @@ def test_every_crawlable_page_is_reachable_from_the_seeds(web, tmp_path):
     assert mentions["energy-desk.wire", "commodity-times.wire"] > 0
     assert mentions["energy-desk.wire", "oil-report.wire"] == 0
     assert mentions["the-ledger.wire", "oil-report.wire"] > 0
+    # tunnels: journals are linked from portals (off-topic), blogs and journals only; topic
+    # blogs from blogs only; every syndicated kind is reached
+    for plan in web.plan.sites:
+        linked_from = {kind[host] for host in into.get(plan.host, ())}
+        if plan.site.kind == "journal":
+            assert "portal" in linked_from and linked_from <= {"portal", "blog", "journal"}
+        elif plan.site.kind == "blog" and plan.site.topic != "hub":
+            assert linked_from == {"blog"}, (plan.host, linked_from)
 
 
 def test_robots_txt_is_honoured_by_the_truth(web, http):
@@ -172,7 +228,7 @@ def test_robots_txt_is_honoured_by_the_truth(web, http):
 
 def test_served_pages_and_faults(web, http):
     truths = list(web.iter_truth())
-    for truth in truths[::25]:
+    for truth in truths[::60]:
         answer = http.get(truth.url, timeout=10)
         assert answer.status_code == 200 and answer.content == web.page_bytes(truth.url)
     article = next(t for t in truths if t.is_target and t.site == "fx-monitor.wire")
@@ -211,7 +267,8 @@ def test_topic_dir_samples_come_from_the_test_split(web, tmp_path):
 
 def test_eval_on_the_newswire_web(web, tmp_path):
     """``jlse eval``'s path (the web served by ``jlse sandbox serve --web newswire``): a focused
-    crawl harvests more of the topic than breadth-first, and the oracle at least as much."""
+    crawl harvests more of the topic than breadth-first, and the oracle finds nothing but the
+    topic (the topic has more relevant pages than the budget)."""
     from jlse.eval import run_eval
 
     report = run_eval(topics=["energy"], strategies=["best-first", "bfs"], budget=150,
@@ -221,7 +278,7 @@ def test_eval_on_the_newswire_web(web, tmp_path):
     assert rows["best-first"].fetched == rows["bfs"].fetched == 150
     hr = {name: row.harvest_at[150] for name, row in rows.items()}
     assert hr["best-first"] > hr["bfs"] + 0.1, hr
-    assert hr["oracle"] >= hr["best-first"], hr
+    assert hr["oracle"] >= 0.95, hr  # more relevant pages than the budget, even at 0.2
     assert rows["best-first"].sites_at[150] >= 1
     assert "efficiency" in (tmp_path / "report.md").read_text()
 

@@ -1,6 +1,7 @@
 """The structure of the newswire web: its sites, which stories each carries, and its pages.
 
-Sites (all ``*.wire``), 20 in all:
+Sites (all ``*.wire``), 96 in all: 20 where the stories first run, and 76 syndicating sites
+that republish or quote them (``syndication``). The first 20:
 
 - four general outlets carrying every topic in one category each (mixed-topic sites);
 - ten specialist desks, one or two per crawl topic, whose categories are the topic's R52 labels,
@@ -9,8 +10,9 @@ Sites (all ``*.wire``), 20 in all:
 - two aggregators without stories: a topic index (a hub page per topic linking every site that
   carries it) and a headline stream of the newest stories of every site, paginated.
 
-Each served (train) story is an article of exactly one site. Every article has a print version
-under ``/print/`` that robots.txt disallows. Nothing here renders text.
+Each served (train) story is first an article of exactly one of these (its original), then
+copies on syndicating sites. Every original article has a print version under ``/print/`` that
+robots.txt disallows. Nothing here renders text.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import random
 from dataclasses import dataclass, field
 
 from jlse.sandbox.newswire.corpus import CORPORATE, CRAWL_TOPICS, TOPICS, Story
+from jlse.sandbox.newswire.syndication import section_of_copy, syndicate, syndicated_table
 
 OUTLETS = (("the-ledger.wire", "The Ledger"), ("daily-markets.wire", "Daily Markets"),
            ("world-business.wire", "World Business Review"), ("city-desk.wire", "City Desk"))
@@ -48,14 +51,23 @@ STREAM_PAGES, STREAM_SIZE = 20, 20  # the headline stream's pages and links per 
 SLOW_HOST, SLOW_PATH, SLOW_SECONDS = "daily-markets.wire", "/live/", 2.0
 ROBOTS = {"economy-watch.wire": ("/print/", "/housing/")}  # every other site: ("/print/",)
 CRAWL_DELAY = {"investor-news.wire": 1}
+ORIGINAL_KINDS = ("outlet", "desk", "corporate")  # the sites stories are first published on
+SYNDICATED_PATHS = {  # kind -> (category page 1, its page n, article)
+    "regional": ("/{slug}/", "index{n}.html", "/{slug}/story-{id}.html"),
+    "journal": ("/topics/{slug}/", "?p={n}", "/articles/{id}/"),
+    "blog": ("/archive/", "page/{n}/", "/posts/{id}.html"),
+    "portal": ("/markets/{slug}/", "?page={n}", "/story/{id}"),
+}
+LATEST_KEPT = 20  # newest stories of a site kept for partner blocks
+PAPERS_PATH = "/papers.html"  # the news index's list of regional papers
 
 
 @dataclass(frozen=True)
 class WireSite:
     host: str
     name: str
-    kind: str  # outlet | desk | corporate | aggregator
-    topic: str  # a desk's topic; "hub" otherwise
+    kind: str  # outlet | desk | corporate | aggregator | regional | journal | blog | portal
+    topic: str  # a desk's, journal's or topic blog's topic; "hub" otherwise
     index: int = 0  # among the sites of its kind (and topic)
     disallow: tuple[str, ...] = ("/print/",)
     crawl_delay: int = 0
@@ -100,7 +112,10 @@ class SitePlan:
             return f"/section/{slug}/" + ("" if number == 1 else f"page/{number}/")
         if kind == "desk":
             return f"/{slug}/" + ("" if number == 1 else f"?page={number}")
-        return f"/releases/{slug}/" + ("" if number == 1 else f"{number}.html")
+        if kind == "corporate":
+            return f"/releases/{slug}/" + ("" if number == 1 else f"{number}.html")
+        return SYNDICATED_PATHS[kind][0].format(slug=slug) + (
+            "" if number == 1 else SYNDICATED_PATHS[kind][1].format(n=number))
 
     def article_path(self, doc_id: int) -> str:
         kind = self.site.kind
@@ -108,7 +123,10 @@ class SitePlan:
             return f"/news/{doc_id}.html"
         if kind == "desk":
             return f"/{self.sections[self.section_of[doc_id]].slug}/{doc_id}.html"
-        return f"/release/{doc_id}.html"
+        if kind == "corporate":
+            return f"/release/{doc_id}.html"
+        return SYNDICATED_PATHS[kind][2].format(
+            slug=self.sections[self.section_of[doc_id]].slug, id=doc_id)
 
     def page_of(self, doc_id: int) -> int:
         """The number of the category page that lists ``doc_id``."""
@@ -134,7 +152,7 @@ def site_table() -> list[WireSite]:
     sites += [site(host, name, "corporate", index=i)
               for i, (host, name) in enumerate(CORPORATE_SITES)]
     sites += [site(host, name, "aggregator", index=i) for i, (host, name) in enumerate(AGGREGATORS)]
-    return sites
+    return sites + syndicated_table(site)
 
 
 def _split(ids: list[int], weights: tuple[float, ...]) -> list[list[int]]:
@@ -184,7 +202,10 @@ def assign(docs: list[Story], sites: list[WireSite], seed: int) -> dict[str, lis
 def _categories(site: WireSite, docs: dict[int, Story], ids: list[int]) -> list[Category]:
     """Outlets and corporate sites: one category per topic; desks: one per R52 label of their
     topic and "companies" for the rest."""
-    if site.kind == "desk":
+    if site.kind not in ORIGINAL_KINDS:
+        def key(doc: Story) -> tuple[str, str]:
+            return section_of_copy(site, doc)
+    elif site.kind == "desk":
         def key(doc: Story) -> tuple[str, str]:
             if doc.topic != site.topic:
                 return "companies", "Company news"
@@ -216,6 +237,7 @@ def plan_site(site: WireSite, docs: dict[int, Story], ids: list[int], seed: int,
     pages = [Page("home", "/"), Page("about", "/about.html")]
     if site.host == INDEX_HOST:
         pages += [Page("topic", f"/topic/{topic}.html", n) for n, topic in enumerate(TOPICS)]
+        pages.append(Page("papers", PAPERS_PATH))
     if site.host == STREAM_HOST:
         pages += [Page("stream", "/latest/" + ("" if n == 1 else f"?p={n}"), number=n)
                   for n in range(1, STREAM_PAGES + 1)]
@@ -225,16 +247,21 @@ def plan_site(site: WireSite, docs: dict[int, Story], ids: list[int], seed: int,
         pages += [Page("category", plan.category_path(index, number), index, number)
                   for number in range(1, category.n_pages() + 1)]
         pages += [Page("article", plan.article_path(doc_id), doc_id) for doc_id in category.docs]
-        if prints:
+        if prints and site.kind in ORIGINAL_KINDS:
             pages += [Page("print", f"/print/{doc_id}.html", doc_id) for doc_id in category.docs]
     plan.pages = {page.path: page for page in pages}
     return plan
 
 
-def plan_sites(docs: list[Story], seed: int, prints: bool = True) -> list[SitePlan]:
+def plan_sites(docs: list[Story], seed: int, fraction: float = 1.0,
+               prints: bool = True) -> list[SitePlan]:
+    """Every site's plan: each story on one original site (``assign``) and republished on
+    syndicating ones (``syndication.syndicate``)."""
     by_id = {doc.id: doc for doc in docs}
     sites = site_table()
-    owned = assign(docs, sites, seed)
+    originals = [site for site in sites if site.kind in ORIGINAL_KINDS + ("aggregator",)]
+    owned = assign(docs, originals, seed)
+    owned |= syndicate(docs, [s for s in sites if s not in originals], seed, fraction)
     return [plan_site(site, by_id, owned[site.host], seed, prints) for site in sites]
 
 
@@ -246,17 +273,34 @@ class WirePlan:
     fraction: float
     sites: list[SitePlan]
     docs: dict[int, Story]  # the served (or, for a shadow web, sample) stories
-    neighbours: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    # (host, story) -> (own-site stories, mentioned (host, story) copies): ``links.neighbours``
+    neighbours: dict[tuple[str, int], tuple] = field(default_factory=dict)
+    # host -> (heading, hosts, with their newest stories): ``links.partner_blocks``
+    partners: dict[str, list[tuple[str, list[str], bool]]] = field(default_factory=dict)
     by_host: dict[str, SitePlan] = field(init=False)
     host_of: dict[int, SitePlan] = field(init=False)
+    _newest: dict[str, list[int]] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.by_host = {plan.host: plan for plan in self.sites}
-        self.host_of = {doc_id: plan for plan in self.sites for doc_id in plan.section_of}
+        self.host_of = {doc_id: plan for plan in self.sites if plan.site.kind in ORIGINAL_KINDS
+                        for doc_id in plan.section_of}  # where each story first ran
 
     def article_url(self, doc_id: int) -> str:
         plan = self.host_of[doc_id]
         return plan.url(plan.article_path(doc_id))
+
+    def copy_url(self, host: str, doc_id: int) -> str:
+        """The URL of ``doc_id`` on ``host`` (which carries it)."""
+        plan = self.by_host[host]
+        return plan.url(plan.article_path(doc_id))
+
+    def newest_on(self, host: str, n: int) -> list[int]:
+        """The ``n`` newest stories ``host`` carries, newest first."""
+        if host not in self._newest:
+            self._newest[host] = sorted(self.by_host[host].section_of,
+                                        key=lambda d: (age(self.seed, d), d))[:LATEST_KEPT]
+        return self._newest[host][:n]
 
     def of_kind(self, kind: str) -> list[SitePlan]:
         return [plan for plan in self.sites if plan.site.kind == kind]

@@ -34,8 +34,9 @@ def seeds(web: Any, topic: str) -> list[str]:
 
 
 def nontarget(plan: Any, page: Any, truth: Any, topic: str) -> bool:
-    """Category pages listing the topic's stories, and the home and about pages of its desks
-    (as the 20 Newsgroups web takes its topical sites' home, section and about pages)."""
+    """Category pages listing the topic's stories, and the home and about pages of its desks,
+    journals and topic blog (as the 20 Newsgroups web takes its topical sites' home, section
+    and about pages)."""
     if page.kind == "category":
         return truth is not None and truth.topic == topic
     return page.kind in ("home", "about") and plan.site.topic == topic

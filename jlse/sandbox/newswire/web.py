@@ -14,7 +14,7 @@ from pathlib import Path
 from jlse.sandbox import response as r
 from jlse.sandbox.newswire import topicdir
 from jlse.sandbox.newswire.corpus import CORPORATE, CRAWL_TOPICS, Story, load_corpus
-from jlse.sandbox.newswire.links import neighbours
+from jlse.sandbox.newswire.links import neighbours, partner_blocks
 from jlse.sandbox.newswire.plan import (
     SLOW_HOST,
     SLOW_PATH,
@@ -36,7 +36,7 @@ SHORT_LINK = re.compile(r"/s/(\d+)")
 
 
 class NewswireWeb(RealWeb):
-    """The newswire web: Reuters-21578 stories on 20 ``*.wire`` sites."""
+    """The newswire web: Reuters-21578 stories on 96 ``*.wire`` sites."""
 
     web_name = "newswire"
 
@@ -81,7 +81,10 @@ class NewswireWeb(RealWeb):
         host = host.lower()
         short = SHORT_LINK.fullmatch(path_qs)
         if short and host in self.plan.by_host and int(short[1]) in self.plan.host_of:
-            return r.redirect(301, self.plan.article_url(int(short[1])))
+            doc_id = int(short[1])  # to this site's copy, else to the original
+            carried = doc_id in self.plan.by_host[host].section_of
+            return r.redirect(301, self.plan.copy_url(host, doc_id) if carried
+                              else self.plan.article_url(doc_id))
         answer = super().respond(host, path_qs, state)
         if host == SLOW_HOST and path_qs == SLOW_PATH and answer is not None:
             answer.delay = SLOW_SECONDS
@@ -92,9 +95,10 @@ def _build(docs: list[Story], seed: int, fraction: float,
            test_docs: list[Story] | None = None, prints: bool = True) -> NewswireWeb:
     kept = stratified_slice(docs, fraction, seed)
     by_id = {doc.id: doc for doc in kept}
-    sites = plan_sites(kept, seed, prints)
-    return NewswireWeb(WirePlan(seed, fraction, sites, by_id, neighbours(sites, by_id)),
-                       test_docs)
+    sites = plan_sites(kept, seed, fraction, prints)
+    plan = WirePlan(seed, fraction, sites, by_id, neighbours(sites, by_id),
+                    partner_blocks([site.site for site in sites]))
+    return NewswireWeb(plan, test_docs)
 
 
 def build_newswire_web(seed: int = 7, fraction: float = 1.0) -> NewswireWeb:
