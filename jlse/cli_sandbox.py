@@ -57,7 +57,7 @@ def _add_web_options(parser: argparse.ArgumentParser) -> None:
                         "sandbox plus a long tail of small sites the seeds barely link to")
     parser.add_argument("--web", choices=("sandbox", "real", "newswire"), default="sandbox",
                         help="real: the real-text web (20 Newsgroups posts); newswire: Reuters "
-                        "stories on 20 news sites (`make corpus` fetches both)")
+                        "stories on 96 news sites (`make corpus` fetches both)")
     parser.add_argument("--fraction", type=float, default=1.0, help="--web real or newswire: "
                         "the share of the documents kept (a stratified slice)")
 
