@@ -59,7 +59,7 @@ RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner_incrementa
 RESULT_SHARE = 0.9
 VERTEX_SHARE = 0.933  # fetched links per link at RESULT_SHARE (results + expanded pages)
 POOL = 200_000  # distinct anchors and contexts
-LOAD_BATCH = 1_000_000  # rows handed to the learner at once
+LOAD_BATCH = 250_000  # rows handed to the learner at once
 
 
 class Texts:
@@ -210,6 +210,7 @@ def measure_direct(n_vertices: int, n_new: int) -> dict:
     for start in range(0, len(before), LOAD_BATCH):
         ids = before[start:start + LOAD_BATCH]
         learner.add_rows(texts.rows(crawl, ids, is_result[ids]))
+    loaded_rss = peak_rss_mb()
     learner.table(1)
     first = time.perf_counter() - started
     rows = texts.rows(crawl, new, np.ones(len(new), dtype=bool))
@@ -219,6 +220,7 @@ def measure_direct(n_vertices: int, n_new: int) -> dict:
     table = learner.table(2)
     round_s = time.perf_counter() - started
     figures = _figures("direct", learner, first, round_s, table)
+    figures["peak_rss_mb_loaded"] = loaded_rss  # before the first index
     figures.update(_reassembly(learner))
     return figures
 
@@ -248,13 +250,16 @@ def in_child(function, *args) -> dict:
 
 def show(figures: dict) -> None:
     scratch = figures.get("from_scratch_s")
+    loaded = figures.get("peak_rss_mb_loaded")
+    loaded = "" if loaded is None else f", {loaded} MB before the first index"
     print(f"{figures['vertices']:>11,} vertices ({figures['loaded']:<10}) "
           f"round +{figures['new']:,} results {figures['round_s']:7.3f} s   "
           f"from scratch {'-' if scratch is None else f'{scratch:7.2f} s'}   "
           f"first round {figures['first_round_s']:7.2f} s   "
           f"index reassembly {figures['index_reassembly_s']:6.2f} s   "
           f"learner {figures['learner_mb']} MB   peak RSS {figures['peak_rss_mb']} MB "
-          f"({figures['peak_rss_mb_after_round']} MB before the reassembly)", flush=True)
+          f"({figures['peak_rss_mb_after_round']} MB before the reassembly"
+          f"{loaded}", flush=True)
 
 
 def main() -> None:

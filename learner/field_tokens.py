@@ -18,7 +18,8 @@ import scipy.sparse as sp
 from jlse.learner.growable import Growable
 from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25, idf
 
-MAX_COUNT = np.iinfo(np.uint16).max  # a term count is stored in 2 bytes (and capped there)
+WEIGHT_BLOCK = 1 << 22  # postings weighted at once
+MAX_COUNT = np.iinfo(np.uint8).max  # a term count in one byte (a text is cut to 400 characters)
 
 
 class FieldTokens:
@@ -31,7 +32,7 @@ class FieldTokens:
         self.indptr = Growable(np.int64)
         self.indptr.extend([0])
         self.terms = Growable(np.int32)
-        self.counts = Growable(np.uint16)
+        self.counts = Growable(np.uint8)
         self.lengths = Growable(np.int32)  # tokens per vertex, repeats included
         self.total_length = 0
 
@@ -87,17 +88,26 @@ class FieldTokens:
         indptr = self.indptr.view()
         wide = indptr[-1] >= np.iinfo(np.int32).max
         index = np.int64 if wide else np.int32
-        tf = self.counts.view().astype(WEIGHT_DTYPE)
-        if tf.size:
-            norm = k1 * (1.0 - b + b * self.lengths.view() / field.avgdl_)
-            weights = tf + np.repeat(norm.astype(WEIGHT_DTYPE), np.diff(indptr))
-            np.divide(tf * WEIGHT_DTYPE(k1 + 1.0), weights, out=weights)
-        else:
-            weights = tf
+        norm = k1 * (1.0 - b + b * self.lengths.view() / max(field.avgdl_, 1e-300))
+        weights = _weights(self.counts.view(), np.repeat(norm.astype(WEIGHT_DTYPE),
+                                                         np.diff(indptr)), k1)
         field.doc_weights_ = sp.csr_matrix(
             (weights, self.terms.view().astype(index, copy=False), indptr.astype(index)),
             shape=(n_docs, n_terms))
         return field
+
+
+def _weights(counts: np.ndarray, norm: np.ndarray, k1: float) -> np.ndarray:
+    """``tf (k1+1) / (tf + norm)`` at every posting, in place in ``norm``, block by block (a
+    G_w of 1e7 vertices has 2e8 postings: whole-array temporaries would cost gigabytes).
+    The same float32 operations as ``FieldBM25``, so the same weights."""
+    scale = WEIGHT_DTYPE(k1 + 1.0)
+    for start in range(0, len(counts), WEIGHT_BLOCK):
+        tf = counts[start:start + WEIGHT_BLOCK].astype(WEIGHT_DTYPE)
+        block = norm[start:start + WEIGHT_BLOCK]
+        block += tf
+        np.divide(tf * scale, block, out=block)
+    return norm
 
 
 def _ragged_positions(lengths: np.ndarray, rows: np.ndarray) -> np.ndarray:

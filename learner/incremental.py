@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from jlse.learner.field_tokens import FieldTokens
+from jlse.learner.growable import release_memory
 from jlse.learner.vertex_table import VertexTable
 from jlse.models.link_index import LinkIndex
 from jlse.models.link_tokens import text_tokens_many, url_tokens_many
@@ -130,6 +131,7 @@ class IncrementalLearner:
         changed = np.concatenate(changed)
         self.n_results += len(changed)
         self.last_steps = self.graph.propagate(changed)
+        release_memory()
         return sum(map(len, added))
 
     def _append(self, rows: LearningGraphRows) -> np.ndarray:
@@ -157,9 +159,13 @@ class IncrementalLearner:
     def _assemble_index(self) -> LinkIndex:
         s = self.settings
         fields = [field.bm25(s.bm25_k1, s.bm25_b) for field in self.fields]
-        return LinkIndex.from_fields(fields, tuple(s.field_weights),
-                                     max_postings=tuple(s.link_search_postings),
-                                     rescore=s.link_search_rescore)
+        self._index = None  # the old index's memory is free for the new one's temporaries
+        release_memory()
+        index = LinkIndex.from_fields(fields, tuple(s.field_weights),
+                                      max_postings=tuple(s.link_search_postings),
+                                      rescore=s.link_search_rescore)
+        release_memory()
+        return index
 
 
 def _take(rows: LearningGraphRows, at: np.ndarray) -> LearningGraphRows:

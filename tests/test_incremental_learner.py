@@ -117,6 +117,12 @@ def test_a_restart_rebuilds_once_from_the_database_then_goes_on_incrementally(st
     table = restarted.learn(store, 3)
     assert restarted.rebuilds == 1
     assert_same_as_from_scratch(restarted, store, table)
+    # Read whole, vertices and terms come in a fit's order: the very same BM25 weights.
+    expected, _ = from_scratch(settings, store)
+    for got, want in zip(table.index.fields_, expected.index.fields_, strict=True):
+        assert got.vocabulary_ == want.vocabulary_ and got.avgdl_ == want.avgdl_
+        assert np.array_equal(got.idf_, want.idf_)
+        assert (got.doc_weights_ != want.doc_weights_).nnz == 0
     watermark = restarted.watermark
     for version in (4, 5):
         crawl.grow(seeds=1, fetches=10)
