@@ -259,7 +259,7 @@ def show(figures: dict) -> None:
           f"index reassembly {figures['index_reassembly_s']:6.2f} s   "
           f"learner {figures['learner_mb']} MB   peak RSS {figures['peak_rss_mb']} MB "
           f"({figures['peak_rss_mb_after_round']} MB before the reassembly"
-          f"{loaded}", flush=True)
+          f"{loaded})", flush=True)
 
 
 def main() -> None:
