@@ -106,7 +106,8 @@ class IncrementalLearner:
 
     def add_rows(self, rows: LearningGraphRows, store: CrawlStore | None = None) -> int:
         """Add G_w rows (new vertices, new results), the ancestors they lack (read from
-        ``store``), and raise Q; the number of vertices added."""
+        ``store``), and raise Q; the number of vertices added. Without a store, a row's parent
+        must already be a vertex or come in ``rows`` (else the row gets no parent edge)."""
         ids, first = np.unique(np.asarray(rows.ids, dtype=np.int64), return_index=True)
         is_result = np.asarray(rows.is_result, dtype=bool)[first]
         known = self.graph.vertices_of(ids)
