@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jlse.learner.learner import Learner
+from jlse.learner.incremental import IncrementalLearner
 from jlse.models.holder import ModelHolder
 from jlse.models.qtable import QTable
 from jlse.scheduler.store import CrawlStore, StoreError, open_store
@@ -39,7 +39,8 @@ class BackgroundLearner:
     """Learns a new Q-table version each time the ResultTable has grown by ``settings.cf``.
 
     A failed round is logged (``last_error`` holds the most recent failure) and the crawl goes
-    on with the previous table. ``learner`` (default: the JLSE ``Learner``) is anything with
+    on with the previous table. ``learner`` (default: the JLSE ``IncrementalLearner``, which
+    keeps G_w between rounds and reads it whole only on its first round) is anything with
     ``learn(store, version)`` returning a model with a ``version``, or None; only Q-tables are
     saved to ``qtable_dir``.
     """
@@ -52,7 +53,7 @@ class BackgroundLearner:
         self.holder = holder
         self.qtable_dir = Path(qtable_dir) if qtable_dir is not None else None
         self.keep_versions = max(1, keep_versions)
-        self.learner = learner if learner is not None else Learner(settings)
+        self.learner = learner if learner is not None else IncrementalLearner(settings)
         self.learned_versions = 0  # Q-tables learned by this instance
         self.last_error: str | None = None
         self._version = max(holder.version, self._latest_saved_version())

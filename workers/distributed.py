@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, TypeVar
 
-from jlse.learner.learner import Learner
+from jlse.learner.incremental import IncrementalLearner
 from jlse.learner.publish import RedisQTableSource, RedisQTableStore
 from jlse.learner.qtable_cache import MachineCache
 from jlse.models.persist import topic_model_from_bytes
@@ -176,9 +176,15 @@ class CrawlContext:
             self.store.defer_pushes(shard, [task.url_id for task in tasks])
 
     # --- learning ------------------------------------------------------------------------
+    @cached_property
+    def learner(self) -> IncrementalLearner:
+        """G_w of this crawl, kept between the learn tasks this process runs: read whole from
+        PostgreSQL on the first (after a restart, or a context rebuilt), then only what is new."""
+        return IncrementalLearner(self.settings)
+
     def learn(self) -> int:
         """One learning round from PostgreSQL, published to Redis; the version (0 if none)."""
-        table = Learner(self.settings).learn(self.store, version=self.qtables.next_version())
+        table = self.learner.learn(self.store, version=self.qtables.next_version())
         if table is None:
             return 0
         self.qtables.publish(table)

@@ -150,6 +150,22 @@ class CrawlStore(ABC):
         """
 
     @abstractmethod
+    def fetch_watermark(self) -> int:
+        """The newest crawl-history (fetch) id, 0 when nothing was fetched: where an
+        incremental reader of :meth:`learning_rows_since` starts after a full read."""
+
+    @abstractmethod
+    def learning_rows_since(self, after: int, dead_ends: bool = False,
+                            ) -> tuple[LearningGraphRows, int]:
+        """The links fetched after crawl-history id ``after`` that are vertices of G_w (results;
+        with ``dead_ends`` every fetched link), and the newest history id read up to. A link
+        fetched twice may come twice; its ancestors are not included (``learning_rows_by_id``)."""
+
+    @abstractmethod
+    def learning_rows_by_id(self, link_ids: Sequence[int]) -> LearningGraphRows:
+        """The links ``link_ids`` (those that exist) in :meth:`learning_graph`'s columns."""
+
+    @abstractmethod
     def export_rows(
         self, min_relevance: float | None = 0.5, targets_only: bool = False
     ) -> Iterator[dict]:

@@ -64,6 +64,19 @@ LEARNING_GRAPH_SQL = (
     " CASE WHEN r.url_id IS NULL THEN 0 ELSE 1 END "
     "FROM vertex p JOIN links l ON l.id = p.id LEFT JOIN results r ON r.url_id = l.id"
 )
+# The incremental learner's reads (learner/incremental.py): the links fetched in a range of
+# crawl-history ids that are vertices of G_w (results; with dead ends, every fetched link), and
+# links by id (the ancestors a new vertex brings). Same columns as LEARNING_GRAPH_SQL.
+_GRAPH_COLUMNS = (
+    "SELECT l.id, COALESCE(l.parent_id, -1), l.url, l.anchor_text, l.context,"
+    " CASE WHEN r.url_id IS NULL THEN 0 ELSE 1 END "
+    "FROM links l LEFT JOIN results r ON r.url_id = l.id "
+)
+LEARNING_ROWS_SINCE_SQL = (
+    _GRAPH_COLUMNS + "WHERE l.id IN (SELECT f.url_id FROM fetches f WHERE f.id > ? AND f.id <= ?)"
+    " AND (r.url_id IS NOT NULL OR (? = 1 AND l.status = 'fetched'))"
+)
+ROWS_BY_ID_BATCH = 500
 STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
 
 
@@ -348,6 +361,34 @@ class SqlCrawlStore(CrawlStore):
         log.debug("learning_graph: %d vertices, %d results", len(rows), int(rows.is_result.sum()))
         return rows
 
+    def fetch_watermark(self) -> int:
+        row = self._run(lambda cur: self._fetchone(cur, "SELECT COALESCE(MAX(id), 0) FROM fetches"),
+                        "fetch_watermark", write=False)
+        return int(row[0]) if row else 0
+
+    def learning_rows_since(self, after: int, dead_ends: bool = False,
+                            ) -> tuple[LearningGraphRows, int]:
+        top = self.fetch_watermark()
+
+        def work(cur: Any) -> LearningGraphRows:
+            cur.execute(self._q(LEARNING_ROWS_SINCE_SQL), (after, top, 1 if dead_ends else 0))
+            return read_graph_rows(cur)
+
+        return self._run_streaming(work, "learning_rows_since"), top
+
+    def learning_rows_by_id(self, link_ids: Sequence[int]) -> LearningGraphRows:
+        ids = [int(i) for i in link_ids]
+
+        def work(cur: Any) -> list[tuple]:
+            rows: list[tuple] = []
+            for start in range(0, len(ids), ROWS_BY_ID_BATCH):
+                batch = ids[start:start + ROWS_BY_ID_BATCH]
+                marks = ", ".join("?" * len(batch))
+                rows += self._fetchall(cur, f"{_GRAPH_COLUMNS}WHERE l.id IN ({marks})", batch)
+            return rows
+
+        return graph_rows(self._run(work, "learning_rows_by_id", write=False))
+
     def result_count(self) -> int:
         row = self._run(lambda cur: self._fetchone(cur, "SELECT COUNT(*) FROM results"),
                         "result_count", write=False)
@@ -403,6 +444,17 @@ class SqlCrawlStore(CrawlStore):
         row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(key),)), "get_meta",
                         write=False)
         return row[0] if row else None
+
+
+def graph_rows(rows: Sequence[tuple]) -> LearningGraphRows:
+    """Rows in ``LEARNING_GRAPH_SQL``'s columns as arrays."""
+    columns = list(zip(*rows, strict=True)) or [()] * 6
+    ids, parents, urls, anchors, contexts, results = columns
+    return LearningGraphRows(
+        ids=np.array(ids, dtype=np.int64), parent_ids=np.array(parents, dtype=np.int64),
+        urls=list(urls), anchors=list(anchors), contexts=list(contexts),
+        is_result=np.array(results, dtype=bool),
+    )
 
 
 def read_graph_rows(cur: Any) -> LearningGraphRows:
