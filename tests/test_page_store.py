@@ -18,7 +18,6 @@ import pytest
 import redis
 
 from jlse.export import PageContents, export_pages
-from jlse.records import Outcome
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.store import open_store
 from jlse.settings import Settings
