@@ -9,13 +9,12 @@ import json
 import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
+from page_store_checks import warcio_check
 
 from jlse.export import PageContents, export_pages
 from jlse.scheduler.crawl_registry import CrawlRegistry
@@ -26,11 +25,6 @@ from jlse.workers.warc import OPEN_SUFFIX, SUFFIX
 
 REDIS_URL = os.environ.get("JLSE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 SEED = "http://mobile-insight.test/"
-
-
-def warcio_check(paths: list[Path]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(Path(sys.executable).parent / "warcio"), "check",
-                           *map(str, paths)], capture_output=True, text=True, timeout=120)
 
 
 def _worker(root: str, crawl_id: str, pages: int, env: dict[str, str], torn=None) -> None:
