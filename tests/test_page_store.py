@@ -185,3 +185,21 @@ def test_read_body_refuses_paths_outside_the_store(tmp_path):
     (tmp_path / "secret").write_bytes(b"x" * 100)
     assert page_store.read_body(tmp_path / "store", ("../secret", 0, 10)) is None
     assert page_store.read_body(tmp_path / "store", ("missing.warc.gz", 0, 10)) is None
+
+
+def test_a_database_of_an_earlier_release_gets_the_location_columns(store_url):
+    from jlse.records import FetchRecord, NewLink, Outcome
+
+    with open_store(store_url) as db:
+        [(url_id, _)] = db.add_links([NewLink("http://a.test/", None, 0)])
+        db.record_fetch(FetchRecord(url_id, "http://a.test/", Outcome.OK, status_code=200))
+        db._run(lambda cur: [cur.execute(f"ALTER TABLE fetches DROP COLUMN {name}")
+                             for name in ("warc_file", "warc_offset", "warc_length")], "drop")
+    with open_store(store_url, read_only=True) as db:  # read as it is
+        [row] = db.export_rows(min_relevance=None)
+        assert row["outcome"] == "ok" and row["warc"] is None
+    with open_store(store_url) as db:  # a writer adds the columns
+        db.record_fetch(FetchRecord(url_id, "http://a.test/", Outcome.OK, status_code=200,
+                                    warc_file="x.warc.gz", warc_offset=7, warc_length=9))
+        [row] = db.export_rows(min_relevance=None)
+        assert row["warc"] == ("x.warc.gz", 7, 9)
