@@ -138,6 +138,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from jlse.workers import supervisor
 
     if not supervisor.is_child():  # Celery runs in a child that is restarted if it dies
+        if args.command == "worker" and (refused := _page_store_refusal()):
+            print(f"error: {refused}", file=sys.stderr)
+            return EXIT_ERROR
         return supervisor.supervise(args.argv)
     from jlse import cluster
 
@@ -147,6 +150,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     else:
         cluster.run_worker("fetch", args.concurrency, args.hostname, args.pool)
     return EXIT_OK
+
+
+def _page_store_refusal() -> str | None:
+    """Why this fetch worker cannot write its page store (checked once, before Celery)."""
+    from jlse.workers import page_store
+
+    directory = page_store.store_dir()
+    try:
+        if directory is not None:
+            page_store.check_writable(directory)
+    except page_store.PageStoreError as exc:
+        return str(exc)
+    return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -9,6 +9,8 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -179,6 +181,17 @@ def test_a_worker_refuses_a_store_it_cannot_write(tmp_path):
         page_store.check_writable(blocker / "store")
     assert page_store.store_dir({"JLSE_PAGES_STORE": "off"}) is None
     assert page_store.store_dir({}) == Path.cwd() / "pages-store"
+
+
+def test_jlse_worker_does_not_start_without_a_writable_store(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    env = dict(os.environ, JLSE_PAGES_STORE=str(blocker / "store"))
+    done = subprocess.run([sys.executable, "-m", "jlse.cli", "worker"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"the page store {blocker / 'store'} is not writable" in done.stderr
+    assert "JLSE_PAGES_STORE" in done.stderr
 
 
 def test_read_body_refuses_paths_outside_the_store(tmp_path):

@@ -205,12 +205,6 @@ def preload() -> None:
     from jlse.models import link_index, tokenizer
     from jlse.scheduler.metrics import serve_worker
 
-    directory = page_store.store_dir()
-    if directory is not None:  # a clear error now rather than pages lost later
-        try:
-            page_store.check_writable(directory)
-        except page_store.PageStoreError as exc:
-            raise SystemExit(f"jlse worker: {exc}") from None
     tokenizer.prepare(["中文"])
     link_index.prepare_search()  # the compiled link search (numba), loaded once
     global _metrics
