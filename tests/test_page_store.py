@@ -216,3 +216,42 @@ def test_a_database_of_an_earlier_release_gets_the_location_columns(store_url):
                                     warc_file="x.warc.gz", warc_offset=7, warc_length=9))
         [row] = db.export_rows(min_relevance=None)
         assert row["warc"] == ("x.warc.gz", 7, 9)
+
+
+def test_a_failed_write_leaves_its_file_and_the_next_record_starts_another(tmp_path):
+    from jlse.records import Outcome
+    from jlse.workers.fetcher import FetchResult
+    from jlse.workers.warc import WarcWriter
+
+    writer = WarcWriter(tmp_path, 10_000_000, sealing=True)
+    page = FetchResult(url="http://a.test/", outcome=Outcome.OK, status_code=200,
+                       body=b"<html><title>a</title>" + b"words " * 500,
+                       headers={"Content-Type": "text/html"})
+    first = writer.write(page)
+    handle = writer._file
+    writer._file = _FullDisk(handle)
+    with pytest.raises(OSError):
+        writer.write(page)
+    second = writer.write(page)
+    writer.close()
+    assert second[0] != first[0]  # a new file
+    [left] = tmp_path.glob(f"*{OPEN_SUFFIX}")  # the failed one, not renamed
+    assert left.name == first[0] + OPEN_SUFFIX
+    assert page_store.whole_length(left) < left.stat().st_size  # its torn tail
+    for location in (first, second):
+        assert page_store.read_body(tmp_path, location)[0] == page.body
+
+
+class _FullDisk:
+    """A file whose next write stops halfway with ENOSPC."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+
+    def write(self, data: bytes) -> None:
+        self.handle.write(data[: len(data) // 2])
+        self.handle.flush()
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name: str):
+        return getattr(self.handle, name)

@@ -10,11 +10,13 @@ Files are named ``jlse-<UTC time>-<serial>-<host>-<pid>-<random>.warc.gz``: ever
 and every Celery worker process writes its own files, so two writers never share a name, even
 on one machine. A file is closed and the next one begun once it holds ``warc_max_bytes``. Each
 record pair is written with one ``write`` and flushed, so a process that is killed leaves
-readable files. ``write`` returns where the response record is (file name, offset, length), so
-the crawl database can point at it (``jlse.workers.page_store``). A writer with ``sealing`` on
-(the distributed page store) writes to ``<name>.open`` and renames the file to ``<name>`` once
-it is closed: a file without ``.open`` is complete, and only a killed writer's ``.open`` file
-may end in a torn record, which no database row points at. The payload is stored as the crawler read it: decompressed, so the
+readable files; a file whose write failed (a full disk) is left as it is and the next record
+begins a new one, so a torn record can only be a file's last. ``write`` returns where the
+response record is (file name, offset, length), so the crawl database can point at it
+(``jlse.workers.page_store``). A writer with ``sealing`` on (the distributed page store) writes
+to ``<name>.open`` and renames the file to ``<name>`` once it is closed: a file without
+``.open`` is complete, and only a killed writer's ``.open`` file may end in a torn record, which
+no database row points at. The payload is stored as the crawler read it: decompressed, so the
 ``Content-Encoding`` and ``Transfer-Encoding`` headers are dropped and ``Content-Length`` is the
 stored length; a body that was not read (not HTML, too large, an error page) is stored empty
 with ``WARC-Truncated``.
@@ -80,8 +82,12 @@ class WarcWriter:
         with self._lock:
             handle = self._current_file()
             offset, name = handle.tell(), self._name
-            handle.write(data)
-            handle.flush()
+            try:
+                handle.write(data)
+                handle.flush()
+            except OSError:
+                self._abandon_file()
+                raise
             if handle.tell() >= self.max_bytes:
                 self._close_file()
         return name, offset, response_length
@@ -106,6 +112,14 @@ class WarcWriter:
         self.paths.append(path)
         log.info("WARC file %s", path)
         return handle
+
+    def _abandon_file(self) -> None:
+        """Leave the current file as it is (its last record may be torn; not renamed)."""
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        self._file = None
 
     def _close_file(self) -> None:
         if self._file is not None and self._pid == os.getpid():
