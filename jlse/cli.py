@@ -138,6 +138,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from jlse.workers import supervisor
 
     if not supervisor.is_child():  # Celery runs in a child that is restarted if it dies
+        if args.command == "worker" and (refused := _page_store_refusal()):
+            print(f"error: {refused}", file=sys.stderr)
+            return EXIT_ERROR
         return supervisor.supervise(args.argv)
     from jlse import cluster
 
@@ -147,6 +150,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     else:
         cluster.run_worker("fetch", args.concurrency, args.hostname, args.pool)
     return EXIT_OK
+
+
+def _page_store_refusal() -> str | None:
+    """Why this fetch worker cannot write its page store (checked once, before Celery)."""
+    from jlse.workers import page_store
+
+    directory = page_store.store_dir()
+    try:
+        if directory is not None:
+            page_store.check_writable(directory)
+    except page_store.PageStoreError as exc:
+        return str(exc)
+    return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -204,6 +220,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         export_pages,
         missing_note,
         parse_fields,
+        warc_folder,
     )
     from jlse.scheduler.store import open_store
 
@@ -216,10 +233,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     if store_url.startswith("sqlite:///") and not Path(store_url[len("sqlite:///"):]).is_file():
         print(f"error: no crawl database at {store_url[len('sqlite:///'):]}", file=sys.stderr)
         return EXIT_ERROR
-    contents = PageContents(Path(args.pages) if args.pages else workdir / "pages",
-                            Path(args.warc) if args.warc else workdir / "warc")
     try:
         with open_store(store_url, read_only=True) as store, _export_output(args.out) as out:
+            contents = PageContents(Path(args.pages) if args.pages else workdir / "pages",
+                                    warc_folder(args.warc, store_url, workdir, store))
             count = export_pages(store, out, args.format, None if args.all else args.min_relevance,
                                  args.targets_only, fields, args.times, contents)
             crawl_workdir = store.get_meta(WORKDIR_META)
@@ -420,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: unix)")
     export.add_argument("--pages", help="page repository for text/html (default: WORKDIR/pages)")
     export.add_argument("--warc", help="WARC folder for text/html when the repository lacks a "
-                                       "page (default: WORKDIR/warc)")
+                                       "page (default: WORKDIR/warc; with a PostgreSQL --store, "
+                                       "the page store: $JLSE_PAGES_STORE, else the folder the "
+                                       "workers noted)")
     export.set_defaults(func=cmd_export)
 
     add_sandbox_parser(sub)

@@ -3,7 +3,8 @@ lines or CSV.
 
 The default columns are those of earlier releases (``DEFAULT_FIELDS``); ``fields`` picks any of
 ``ALL_FIELDS``. ``text`` and ``html`` come from the page repository or, failing that, the
-crawl's WARC files. Every text cell is made safe to show: control characters (terminal escape
+crawl's WARC files: the record the crawl database names (file, offset, length; a distributed
+crawl's page store, ``jlse.workers.page_store``), else the last one of the URL in the folder. Every text cell is made safe to show: control characters (terminal escape
 sequences) become U+FFFD, and in CSV a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or
 a carriage return gets a leading ``'`` (formula injection, as OWASP recommends).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
@@ -20,7 +22,9 @@ from typing import Any, TextIO
 
 from jlse.scheduler.store.base import CrawlStore
 from jlse.scheduler.store.pages import PageRepository
+from jlse.workers import page_store
 from jlse.workers.charset import decode_html
+from jlse.workers.page_store import read_body
 from jlse.workers.parser import parse_html
 from jlse.workers.warc import WarcIndex
 
@@ -54,7 +58,8 @@ def parse_fields(spec: str) -> tuple[str, ...]:
 
 
 class PageContents:
-    """A page's stored body: the page repository first, then the crawl's WARC files."""
+    """A page's stored body: the page repository first, then the crawl's WARC files (the
+    record its database row names, else a scan of the folder)."""
 
     def __init__(self, pages_dir: Path | None, warc_dir: Path | None) -> None:
         self.looked_in = [folder for folder in (pages_dir, warc_dir) if folder is not None]
@@ -63,9 +68,12 @@ class PageContents:
         self._warc: WarcIndex | None = None
         self.missing = 0  # pages asked for whose body was nowhere
 
-    def html(self, url: str) -> str | None:
+    def html(self, url: str, warc: tuple[str, int, int] | None = None) -> str | None:
         body = self.pages.load(url) if self.pages is not None else None
         content_type = None
+        if body is None and warc is not None and self.warc_dir is not None:
+            found = read_body(self.warc_dir, warc)
+            body, content_type = found if found else (None, None)
         if body is None and self.warc_dir is not None:
             if self._warc is None:
                 self._warc = WarcIndex(self.warc_dir)  # read once, on first need
@@ -75,6 +83,19 @@ class PageContents:
             self.missing += 1
             return None
         return decode_html(body, content_type)[0]
+
+
+def warc_folder(given: str | None, store_url: str, workdir: Path, store: CrawlStore) -> Path:
+    """Where export reads WARC records: ``--warc``; an embedded crawl's ``WORKDIR/warc``; a
+    distributed crawl's page store (``JLSE_PAGES_STORE``, else the folder its workers noted)."""
+    if given:
+        return Path(given)
+    if store_url.startswith("sqlite:///"):
+        return workdir / "warc"
+    noted = store.get_meta(page_store.META_KEY)
+    if os.environ.get(page_store.ENV) or not noted:
+        return page_store.store_dir() or workdir / "warc"
+    return Path(noted)
 
 
 def missing_note(contents: PageContents, crawl_workdir: str | None) -> str:
@@ -132,7 +153,7 @@ def _cells(row: dict[str, Any], fields: tuple[str, ...], times: str,
     """The exported values of one page, made safe to show."""
     if BODY_FIELDS & set(fields):  # only an "ok" page had its body kept
         ok = row.get("outcome") == "ok"
-        row.update(_body_cells(row["url"], contents if ok else None))
+        row.update(_body_cells(row["url"], contents if ok else None, row.get("warc")))
     cells = {}
     for name in fields:
         value = row.get(name)
@@ -142,8 +163,9 @@ def _cells(row: dict[str, Any], fields: tuple[str, ...], times: str,
     return cells
 
 
-def _body_cells(url: str, contents: PageContents | None) -> dict[str, str]:
-    html = contents.html(url) if contents is not None else None
+def _body_cells(url: str, contents: PageContents | None,
+                warc: tuple[str, int, int] | None) -> dict[str, str]:
+    html = contents.html(url, warc) if contents is not None else None
     if html is None:
         return {"text": "", "html": ""}
     return {"text": parse_html(html, url).text, "html": html}

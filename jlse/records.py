@@ -107,6 +107,10 @@ class FetchRecord:
     is_target: bool = False
     title: str = ""
     error: str = ""  # short human-readable reason for anything but OK
+    # the response's WARC record (jlse.workers.page_store): file name, offset, length
+    warc_file: str = ""
+    warc_offset: int = 0
+    warc_length: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -119,6 +119,9 @@ class Settings:
     # --- outputs (WARC files, sitemaps, metrics) ---
     warc: str = "off"  # off | also (WARC files and the page repository) | only (WARC files)
     warc_max_bytes: int = 1_000_000_000  # a WARC file is closed and a new one begun past this
+    # distributed crawl: each worker appends its responses to WARC files in the shared page
+    # store ($JLSE_PAGES_STORE, default ./pages-store), located per page in the crawl database
+    pages_store: bool = True
     sitemaps: bool = False  # read the Sitemap: files of each host's robots.txt for URLs
     sitemap_max_urls: int = 10_000  # URLs taken from one host's sitemaps
     sitemap_max_files: int = 10  # sitemap files (index included) read per host

@@ -25,17 +25,23 @@ def pytest_configure(config: pytest.Config) -> None:
     and so would every crawl it starts: give the children Python's own handler instead (an
     ignored signal stays ignored across exec; a handled one is reset to the default).
     The workers the tests start keep their Q-table copies in the session's own directory,
-    removed at its end (``learner/qtable_cache.py``), not in /dev/shm."""
+    removed at its end (``learner/qtable_cache.py``), not in /dev/shm, and their page store
+    (``workers/page_store.py``) there too, not in the repository's ./pages-store."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if "JLSE_QTABLE_CACHE" not in os.environ:
         os.environ["JLSE_QTABLE_CACHE"] = tempfile.mkdtemp(prefix="jlse-test-qtables-")
+    if "JLSE_PAGES_STORE" not in os.environ:
+        os.environ["JLSE_PAGES_STORE"] = tempfile.mkdtemp(prefix="jlse-test-pages-store-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     cache = os.environ.get("JLSE_QTABLE_CACHE", "")
     if os.path.basename(cache).startswith("jlse-test-qtables-"):
         shutil.rmtree(cache, ignore_errors=True)
+    pages = os.environ.get("JLSE_PAGES_STORE", "")
+    if os.path.basename(pages).startswith("jlse-test-pages-store-"):
+        shutil.rmtree(pages, ignore_errors=True)
 
 
 def _pg_admin_connection():

@@ -57,6 +57,8 @@ class MultiHostCluster:
         self.local_env = local_env or {}  # e.g. CELERY_BROKER_URL, where it is not REDIS_URL's
         self.hosts_env = hosts_env or {}
         self.hosts = {name: lab.add_host(name) for name in ("w1", "w2")}
+        # the page store both worker hosts write (one folder: the namespaces share the disk)
+        self.pages_store = logs / "pages-store"
         # a worker's own proxy and database server (never taken from Redis)
         self.own_env = {"JLSE_PROXY": f"http://{lab.gateway}:{lab.web_fwd.port}",
                         "DATABASE_URL": f"postgresql://postgres@{lab.gateway}:{lab.pg_fwd.port}"
@@ -79,7 +81,7 @@ class MultiHostCluster:
         cmd = jlse("worker", "--concurrency", str(WORKER_CONCURRENCY), "--hostname",
                     f"{name}@mh")
         env = {**base_env(self.redis_url), "JLSE_WORKER_NAME": name, **self.own_env,
-               **self.hosts_env}
+               "JLSE_PAGES_STORE": str(self.pages_store), **self.hosts_env}
         with open(self.log_path(name), "ab") as log:
             self.procs[name] = host.popen(cmd, env=env, cwd=REPO, stdout=log,
                                           stderr=subprocess.STDOUT)
@@ -116,6 +118,17 @@ class MultiHostCluster:
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+    def stop(self, name: str, timeout: float = 60.0) -> None:
+        """SIGTERM to the role's supervisor: Celery's warm shutdown (pool processes end their
+        tasks and close their crawls); SIGKILL if it is not over within ``timeout``."""
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill(name)
 
     def stop_all(self) -> None:
         for name in list(self.procs):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jlse.export import DEFAULT_FIELDS, export_pages
+from jlse.export import DEFAULT_FIELDS, PageContents, export_pages
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.run import run_crawl
 from jlse.scheduler.store import StoreError, open_store
@@ -94,6 +94,22 @@ def test_text_comes_from_warc_files_without_a_page_repository(crawled, tmp_path)
     done = export("--workdir", str(copy), "--all", "--fields", "url,text")
     assert all(row["text"] == "" for row in rows_of(done))
     assert b"have no stored copy" in done.stderr
+
+
+def test_rows_name_their_warc_records(crawled):
+    """The embedded crawl's rows say where each page's response record is: export reads it
+    there, without scanning the WARC folder."""
+    contents = PageContents(None, crawled / "warc")
+    out = io.StringIO()
+    with open_store(f"sqlite:///{crawled / 'crawl.db'}", read_only=True) as store:
+        export_pages(store, out, min_relevance=None, fields=("url", "outcome", "text"),
+                     contents=contents)
+        located = [row for row in store.export_rows(min_relevance=None)
+                   if row["outcome"] == "ok"]
+    assert len(located) >= 20 and all(row["warc"] for row in located)
+    assert contents.missing == 0 and contents._warc is None  # no folder scan was needed
+    ok = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert all(row["text"] for row in ok if row["outcome"] == "ok")
 
 
 @pytest.fixture()

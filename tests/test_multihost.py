@@ -36,6 +36,7 @@ from multihost import (
     worker_offsets,
 )
 from netns import NetnsLab, require_netns
+from page_store_checks import check_page_store
 from private_services import PrivatePostgres, PrivateRedis
 
 from jlse.scheduler.crawl_registry import CrawlRegistry, worker_store_url
@@ -239,3 +240,26 @@ def test_cut_off_worker_host_leases_are_reaped_and_it_rejoins(cluster, phones_to
     assert len(duplicates) <= WORKER_CONCURRENCY
 
 
+# --- (6) the page store both worker hosts write: export reads every page -------------------
+def test_export_reads_every_page_from_the_shared_page_store(cluster, phones_topic, store_url,
+                                                            redis_client, tmp_path):
+    orphans = set(cluster.pages_store.glob("*.open"))  # of the worker killed in test 2
+    crawl = Crawl(cluster, phones_topic, store_url, "page-store", warc_max_bytes=100_000)
+    summary = crawl.finish()
+    check_nothing_lost(summary, crawl, redis_client, BUDGET)
+    try:
+        for name in ("w1", "w2"):  # a warm shutdown seals each process's files
+            cluster.stop(name)
+    finally:
+        for name in ("w1", "w2"):
+            cluster.start_worker(name)
+    env = {key: value for key, value in cluster.root_env().items()
+           if key != "JLSE_PAGES_STORE"}  # export finds the store the workers noted
+    out = tmp_path / "pages.jsonl"
+    exported = subprocess.run(jlse("export", "--store", store_url, "--all", "--content",
+                                   "--out", str(out)),
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    counts = check_page_store(out, cluster.pages_store, {"w1", "w2"}, orphans)
+    print(f"page store: {counts}")
+    assert counts["ok_pages"] >= BUDGET * 0.9

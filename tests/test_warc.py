@@ -114,7 +114,7 @@ def test_distributed_worker_writes_its_own_warc_dir(registry, pg_store_url, sand
     monkeypatch.setenv("JLSE_PROXY", sandbox.proxy_url)
     monkeypatch.setenv("JLSE_ALLOW_PRIVATE", "true")
     settings = Settings(strategy="bfs", politeness_delay=0.0, warc="only", proxy=sandbox.proxy_url,
-                        allow_private=True)
+                        allow_private=True, pages_store=False)  # no shared page store
     config = {"crawl_id": "warc1", "settings": settings.to_dict(), "status": "running",
               "store_url": pg_store_url, "max_pages": 10}
     registry.register("warc1", config, None, {})

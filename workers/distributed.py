@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import cached_property
+from pathlib import Path
 from typing import Any, TypeVar
 
 from jlse.learner.incremental import IncrementalLearner
@@ -44,6 +45,7 @@ from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.redis_robots import RedisRobotsStore
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
+from jlse.workers import page_store
 from jlse.workers.engine import CrawlEngine, build_engine, redis_backends, refusal
 from jlse.workers.worker_trust import UntrustedConfig, WorkerEnvironment, trusted_config
 
@@ -95,13 +97,24 @@ class CrawlContext:
         strategy = make_strategy(settings.strategy, settings, model, self.qtable_source)
         pages_dir = os.environ.get("JLSE_PAGES_DIR")  # the page repository is per machine
         on_targets = self._maybe_learn if strategy.learns == "qtable" else None
-        # WARC files too are per machine (default: next to the page repository, or ./warc)
+        # without the shared page store, WARC files are per machine (default: next to the page
+        # repository, or ./warc)
         warc_dir = os.environ.get("JLSE_WARC_DIR") or (None if pages_dir else "warc")
         robots = RedisRobotsStore(self.registry.client, self.registry.prefix(self.crawl_id),
                                   self.crawl_id, settings.frontier_shards)
         return build_engine(settings, self.store, self.frontier, self.ledger, strategy, model,
                             pages_dir, on_targets=on_targets, warc_dir=warc_dir,
-                            shared_robots=robots)
+                            shared_robots=robots, page_store=self._page_store())
+
+    def _page_store(self) -> Path | None:
+        """The shared page store this crawl's pages go to (None: off); its folder is noted in
+        the crawl database for ``jlse export``."""
+        directory = page_store.store_dir() if self.settings.pages_store else None
+        if directory is not None:
+            page_store.check_writable(directory)
+            with self.store.autocommit():
+                self.store.set_meta(page_store.META_KEY, str(directory))
+        return directory
 
     def close(self) -> None:
         if "engine" in self.__dict__:
@@ -228,6 +241,12 @@ def get_context(crawl_id: str) -> CrawlContext:
             drop_context(next(iter(_contexts)))
     _contexts.move_to_end(crawl_id)
     return context
+
+
+def close_contexts() -> None:
+    """Close every crawl context of this process (its WARC files are sealed): at its exit."""
+    for crawl_id in list(_contexts):
+        drop_context(crawl_id)
 
 
 def drop_context(crawl_id: str) -> None:

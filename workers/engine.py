@@ -268,15 +268,17 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
                  pages_dir: Path | str | None = None,
                  on_targets: Callable[[int], None] | None = None,
                  warc_dir: Path | str | None = None, robots_turn: bool = False,
-                 shared_robots: SharedRobots | None = None) -> CrawlEngine:
+                 shared_robots: SharedRobots | None = None,
+                 page_store: Path | str | None = None) -> CrawlEngine:
     """A crawl's engine from its settings and backends: fetcher (archiving to WARC files in
     ``warc_dir``, default ``pages_dir``'s sibling ``warc``, when ``warc`` is on), robots.txt
     cache, trap filter, page repository and pipeline (``robots_turn``: see PagePipeline; the
     embedded runner needs it, and its robots.txt fetches have slots of their own;
-    ``shared_robots``: robots.txt answers of the crawl's other processes)."""
+    ``shared_robots``: robots.txt answers of the crawl's other processes; ``page_store``: the
+    distributed crawl's shared WARC folder, written in place of ``warc_dir``)."""
     if warc_dir is None and pages_dir:
         warc_dir = Path(pages_dir).parent / "warc"
-    fetcher = make_fetcher(settings, warc_dir)
+    fetcher = make_fetcher(settings, warc_dir, page_store)
     traps = TrapGuard(settings)
     robots = (RobotsCache(settings, fetcher.fetch_robots, robots_slots(settings, robots_turn),
                           shared_robots) if settings.obey_robots else None)

@@ -62,6 +62,7 @@ class FetchResult:
     reason: str = ""  # the status line's reason phrase (WARC records)
     http_version: str = ""  # e.g. "HTTP/1.1" (WARC records)
     request_headers: dict[str, str] = field(default_factory=dict)  # as sent (WARC records)
+    warc: tuple[str, int, int] | None = None  # its response record: (file, offset, length)
 
 
 @dataclass(frozen=True)

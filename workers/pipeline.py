@@ -174,6 +174,8 @@ class PagePipeline:
             status_code=fetched.status_code, content_type=fetched.content_type,
             n_bytes=fetched.n_bytes, elapsed=fetched.elapsed, error=fetched.error,
         )
+        if fetched.warc is not None:
+            record.warc_file, record.warc_offset, record.warc_length = fetched.warc
         result.fetch = record
         if fetched.outcome is Outcome.REDIRECT:
             self._follow_redirect(task, fetched, result)

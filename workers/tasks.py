@@ -69,3 +69,13 @@ def _start_lease_keeper(**_: object) -> None:
 def _stop_lease_keeper(**_: object) -> None:
     if _keeper is not None:
         _keeper.stop()
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _close_contexts(**_: object) -> None:
+    """A pool child about to exit (prefork), or the worker itself (threads, solo): its WARC
+    files in the page store are closed and sealed."""
+    from jlse.workers.distributed import close_contexts
+
+    close_contexts()

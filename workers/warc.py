@@ -10,7 +10,13 @@ Files are named ``jlse-<UTC time>-<serial>-<host>-<pid>-<random>.warc.gz``: ever
 and every Celery worker process writes its own files, so two writers never share a name, even
 on one machine. A file is closed and the next one begun once it holds ``warc_max_bytes``. Each
 record pair is written with one ``write`` and flushed, so a process that is killed leaves
-readable files. The payload is stored as the crawler read it: decompressed, so the
+readable files; a file whose write failed (a full disk) is left as it is and the next record
+begins a new one, so a torn record can only be a file's last. ``write`` returns where the
+response record is (file name, offset, length), so the crawl database can point at it
+(``jlse.workers.page_store``). A writer with ``sealing`` on (the distributed page store) writes
+to ``<name>.open`` and renames the file to ``<name>`` once it is closed: a file without
+``.open`` is complete, and only a killed writer's ``.open`` file may end in a torn record, which
+no database row points at. The payload is stored as the crawler read it: decompressed, so the
 ``Content-Encoding`` and ``Transfer-Encoding`` headers are dropped and ``Content-Length`` is the
 stored length; a body that was not read (not HTML, too large, an error page) is stored empty
 with ``WARC-Truncated``.
@@ -42,6 +48,7 @@ from jlse.workers.fetcher import Fetcher, FetchResult
 log = logging.getLogger(__name__)
 
 SUFFIX = ".warc.gz"
+OPEN_SUFFIX = ".open"  # a file still being written (sealing writers)
 _DROPPED_HEADERS = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -52,28 +59,38 @@ class WarcWriter:
     id is part of the name).
     """
 
-    def __init__(self, directory: Path | str, max_bytes: int, software: str = "jlse") -> None:
+    def __init__(self, directory: Path | str, max_bytes: int, software: str = "jlse",
+                 sealing: bool = False) -> None:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
         self.software = software
+        self.sealing = sealing
         self.host = _name_part(os.environ.get("JLSE_WORKER_NAME") or socket.gethostname())
         self._lock = threading.Lock()
         self._file: BinaryIO | None = None
+        self._name = ""  # the current file's final name
         self._pid = 0
         self._serial = 0
         self.paths: list[Path] = []  # files this process wrote, oldest first
 
-    def write(self, fetched: FetchResult) -> None:
-        """Archive one response (a result without an HTTP status is skipped)."""
+    def write(self, fetched: FetchResult) -> tuple[str, int, int] | None:
+        """Archive one response (a result without an HTTP status is skipped); where its
+        response record is, (file name, offset, length), once it is flushed to the OS."""
         if fetched.status_code is None:
-            return
-        data = _record_pair(fetched)
+            return None
+        data, response_length = _record_pair(fetched)
         with self._lock:
             handle = self._current_file()
-            handle.write(data)
-            handle.flush()
+            offset, name = handle.tell(), self._name
+            try:
+                handle.write(data)
+                handle.flush()
+            except OSError:
+                self._abandon_file()
+                raise
             if handle.tell() >= self.max_bytes:
                 self._close_file()
+        return name, offset, response_length
 
     def close(self) -> None:
         with self._lock:
@@ -89,16 +106,27 @@ class WarcWriter:
         name = (f"jlse-{stamp}-{self._serial:05d}-{self.host}-{self._pid}-"
                 f"{secrets.token_hex(3)}{SUFFIX}")
         path = self.directory / name
-        handle = path.open("xb")
+        handle = Path(f"{path}{OPEN_SUFFIX}" if self.sealing else path).open("xb")
         handle.write(_warcinfo(name, self.software))
-        self._file = handle
+        self._file, self._name = handle, name
         self.paths.append(path)
         log.info("WARC file %s", path)
         return handle
 
+    def _abandon_file(self) -> None:
+        """Leave the current file as it is (its last record may be torn; not renamed)."""
+        try:
+            self._file.close()
+        except OSError:
+            pass
+        self._file = None
+
     def _close_file(self) -> None:
         if self._file is not None and self._pid == os.getpid():
             self._file.close()
+            if self.sealing:
+                path = self.directory / self._name
+                os.replace(f"{path}{OPEN_SUFFIX}", path)
         self._file = None
 
 
@@ -124,7 +152,7 @@ class ArchivingFetcher(Fetcher):
 
     def _archived(self, fetched: FetchResult) -> FetchResult:
         try:
-            self.archive.write(fetched)
+            fetched.warc = self.archive.write(fetched)
         except OSError as exc:  # a full disk must not stop the crawl
             log.warning("WARC: cannot archive %s: %s", fetched.url, exc)
         except Exception:  # noqa: BLE001 - nor may a bug here lose the fetch
@@ -137,7 +165,8 @@ class WarcIndex:
 
     def __init__(self, directory: Path | str) -> None:
         self._where: dict[str, tuple[Path, int]] = {}
-        for path in sorted(Path(directory).glob(f"*{SUFFIX}")):
+        folder = Path(directory)
+        for path in sorted([*folder.glob(f"*{SUFFIX}"), *folder.glob(f"*{SUFFIX}{OPEN_SUFFIX}")]):
             try:
                 with path.open("rb") as handle:
                     iterator = ArchiveIterator(handle)
@@ -164,15 +193,21 @@ class WarcIndex:
             return record.content_stream().read(), content_type
 
 
-def make_fetcher(settings: Settings, warc_dir: Path | str | None) -> Fetcher:
-    """The crawl's fetcher: archiving to ``warc_dir`` when ``warc`` is on."""
+def make_fetcher(settings: Settings, warc_dir: Path | str | None,
+                 page_store: Path | str | None = None) -> Fetcher:
+    """The crawl's fetcher: archiving to ``page_store`` (a distributed crawl's shared WARC
+    files, sealed on close) or else to ``warc_dir`` when ``warc`` is on."""
+    if page_store is not None:
+        writer = WarcWriter(page_store, settings.warc_max_bytes, sealing=True)
+        return ArchivingFetcher(settings, writer)
     if settings.warc == "off" or warc_dir is None:
         return Fetcher(settings)
     return ArchivingFetcher(settings, WarcWriter(warc_dir, settings.warc_max_bytes))
 
 
-def _record_pair(fetched: FetchResult) -> bytes:
-    """The gzipped request and response records of ``fetched``, as bytes."""
+def _record_pair(fetched: FetchResult) -> tuple[bytes, int]:
+    """The gzipped response and request records of ``fetched`` (in that order, as warcio's
+    ``write_request_response_pair`` writes them), and the response record's length."""
     buffer = io.BytesIO()
     writer = WARCWriter(buffer, gzip=True, warc_version="WARC/1.1")
     date = _warc_date(time.time() - fetched.elapsed)
@@ -185,8 +220,13 @@ def _record_pair(fetched: FetchResult) -> bytes:
         fetched.url, "request", warc_headers_dict={"WARC-Date": date},
         http_headers=_request_http_headers(fetched),
     )
-    writer.write_request_response_pair(request, response)
-    return buffer.getvalue()
+    request.rec_headers.replace_header("WARC-Target-URI", fetched.url)
+    request.rec_headers.add_header("WARC-Concurrent-To",
+                                   response.rec_headers.get_header("WARC-Record-ID"))
+    writer.write_record(response)
+    response_length = buffer.tell()
+    writer.write_record(request)
+    return buffer.getvalue(), response_length
 
 
 def _response_http_headers(fetched: FetchResult) -> StatusAndHeaders:

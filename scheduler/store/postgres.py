@@ -46,9 +46,9 @@ _RECORD_ONCE_SQL = (
     " RETURNING id"
     "), history AS ("
     " INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, elapsed,"
-    " outcome, final_url, relevance, is_target, error) VALUES (%(id)s, %(at)s, %(status)s,"
-    " %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s, %(final)s, %(relevance)s, %(target)s,"
-    " %(error)s)"
+    " outcome, final_url, relevance, is_target, error, warc_file, warc_offset, warc_length)"
+    " VALUES (%(id)s, %(at)s, %(status)s, %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s,"
+    " %(final)s, %(relevance)s, %(target)s, %(error)s, %(wfile)s, %(woffset)s, %(wlength)s)"
     "), result AS ("
     " INSERT INTO results (url_id, relevance, stored_at)"
     " SELECT id, %(relevance)s, %(now)s FROM updated WHERE %(target)s = 1"
@@ -215,6 +215,8 @@ class PostgresStore(SqlCrawlStore):
             "bytes": record.n_bytes, "elapsed": record.elapsed,
             "outcome": Outcome(record.outcome).value, "final": clean_text(record.final_url),
             "error": clean_text(record.error), "now": time.time(),
+            "wfile": record.warc_file, "woffset": record.warc_offset,
+            "wlength": record.warc_length,
         }
 
         def work(cur: Any) -> bool:

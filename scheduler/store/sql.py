@@ -18,7 +18,12 @@ import numpy as np
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
-from jlse.scheduler.store.schema import SCHEMA_VERSION, schema_statements
+from jlse.scheduler.store.schema import (
+    ADDED_COLUMNS,
+    SCHEMA_VERSION,
+    added_columns,
+    schema_statements,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +45,7 @@ LINK_INSERT_COLUMNS = (
 _EXPORT_SQL = (
     "SELECT l.id, l.url, l.title, l.relevance, l.is_target, l.depth, l.fetched_at, "
     "f.status_code, f.content_type, p.url, l.anchor_text, l.context, l.discovered_at, "
-    "f.outcome, f.final_url, f.n_bytes, f.elapsed, f.error "
+    "f.outcome, f.final_url, f.n_bytes, f.elapsed, f.error, {warc} "
     "FROM links l LEFT JOIN links p ON p.id = l.parent_id "
     "LEFT JOIN fetches f ON f.id = (SELECT MAX(f2.id) FROM fetches f2 WHERE f2.url_id = l.id)"
 )
@@ -78,6 +83,7 @@ LEARNING_ROWS_SINCE_SQL = (
 )
 ROWS_BY_ID_BATCH = 500
 STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
+WARC_COLUMNS = "f.warc_file, f.warc_offset, f.warc_length"
 
 
 def clean_text(text: str | None) -> str:
@@ -156,6 +162,7 @@ class SqlCrawlStore(CrawlStore):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
+        self._warc_columns = True  # fetches has warc_file/offset/length (an old one may not)
 
     # --- what a backend provides ---
     @abstractmethod
@@ -181,6 +188,9 @@ class SqlCrawlStore(CrawlStore):
         """Create missing tables and check the schema version (part of opening)."""
         for statement in schema_statements(self.dialect):
             cur.execute(statement)
+        for table in ADDED_COLUMNS:
+            for statement in added_columns(self.dialect, table, self._columns(cur, table)):
+                cur.execute(statement)
         cur.execute(
             self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
             ("schema_version", SCHEMA_VERSION),
@@ -195,6 +205,14 @@ class SqlCrawlStore(CrawlStore):
             raise StoreError(
                 f"crawl database has schema version {version!r}; this jlse needs {SCHEMA_VERSION!r}"
             )
+        self._warc_columns = not added_columns(self.dialect, "fetches",
+                                               self._columns(cur, "fetches"))
+
+    @staticmethod
+    def _columns(cur: Any, table: str) -> set[str]:
+        cur.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+        cur.fetchall()
+        return {column[0] for column in cur.description}
 
     # --- LinkTable ---
     def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
@@ -237,12 +255,13 @@ class SqlCrawlStore(CrawlStore):
     def _insert_fetch(self, cur: Any, record: FetchRecord, fetched_at: float) -> None:
         cur.execute(
             self._q("INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, "
-                    "elapsed, outcome, final_url, relevance, is_target, error) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    "elapsed, outcome, final_url, relevance, is_target, error, warc_file, "
+                    "warc_offset, warc_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
             (record.url_id, fetched_at, record.status_code, clean_text(record.content_type),
              record.n_bytes, record.elapsed, Outcome(record.outcome).value,
              clean_text(record.final_url), record.relevance, int(bool(record.is_target)),
-             clean_text(record.error)),
+             clean_text(record.error), record.warc_file, record.warc_offset,
+             record.warc_length),
         )
 
     @staticmethod
@@ -422,14 +441,15 @@ class SqlCrawlStore(CrawlStore):
         elif min_relevance is not None:
             conditions.append("l.relevance >= ?")
             params = (min_relevance,)
-        for row in self._paged(_EXPORT_SQL, conditions, params, 5000, "export_rows"):
+        select = _EXPORT_SQL.format(warc=WARC_COLUMNS if self._warc_columns else "'', 0, 0")
+        for row in self._paged(select, conditions, params, 5000, "export_rows"):
             yield {
                 "url": row[1], "title": row[2], "relevance": row[3], "is_target": bool(row[4]),
                 "depth": row[5], "fetched_at": row[6], "status_code": row[7],
                 "content_type": row[8] or "", "parent_url": row[9], "anchor_text": row[10],
                 "context": row[11], "discovered_at": row[12], "outcome": row[13] or "",
                 "final_url": row[14] or row[1], "n_bytes": row[15], "elapsed": row[16],
-                "error": row[17] or "",
+                "error": row[17] or "", "warc": (row[18], row[19], row[20]) if row[18] else None,
             }
 
     # --- meta ---
