@@ -46,7 +46,7 @@ from jlse.records import CrawlTask
 from jlse.scheduler import redis_client, redis_scripts
 from jlse.scheduler.redis_frontier import RedisFrontier, fingerprint
 from jlse.scheduler.sharded_frontier import ShardedFrontier
-from jlse.scheduler.shards import shard_of, shard_prefix
+from jlse.scheduler.shards import shard_diversity, shard_of, shard_prefix
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
 
@@ -203,8 +203,9 @@ class CrawlRegistry:
                              wait_replicas=min(self._replicas, 1),
                              window=settings.host_window, lease_seconds=settings.lease_seconds,
                              default_delay=settings.politeness_delay,
-                             diversity=settings.domain_diversity, slack=settings.priority_slack,
-                             counters_key=prefix + "counters")
+                             diversity=shard_diversity(settings.domain_diversity,
+                                                       settings.frontier_shards),
+                             slack=settings.priority_slack, counters_key=prefix + "counters")
 
     def frontier(self, crawl_id: str, settings: Settings | None = None) -> ShardedFrontier:
         """The crawl's frontier, every shard (the only place one is built); without

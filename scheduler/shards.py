@@ -37,6 +37,13 @@ def shard_of(host: str, shards: int) -> int:
     return shard_of_domain(registered_domain(host.lower()), shards)
 
 
+def shard_diversity(diversity: int, shards: int) -> int:
+    """A shard's domain-diversity window (``domain_diversity``'s k): a shard makes about one
+    pop in ``shards`` of the crawl's, so k / shards of its pops span about k of the crawl's,
+    and a domain's hosts all live in its shard. 1 (off) stays 1."""
+    return max(1, -(-diversity // max(shards, 1)))
+
+
 def shard_prefix(crawl_prefix: str, crawl_id: str, shard: int) -> str:
     """The prefix of every key of one shard of a crawl: the crawl's prefix plus a hash tag."""
     return f"{crawl_prefix}{{{crawl_id}.{shard}}}:"

@@ -175,6 +175,8 @@ def test_scripts_after_a_failover(fresh_redis_cluster):
     keys = _tag_keys("failover")
     assert add(keys=keys, args=["a", "1"]) == 1
     master = cluster.master_of(keys[0])
+    with cluster.node(master) as node:  # replication is asynchronous: the replica has it first
+        assert node.execute_command("WAIT", 1, 5000) == 1
     # redis-py 8.1's pipeline asks the client's default node for the keys of EVAL/EVALSHA
     # (COMMAND GETKEYS) and never replaces a dead one: make the victim the default node.
     client.set_default_node(client.get_node(host="127.0.0.1", port=master))

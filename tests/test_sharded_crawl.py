@@ -144,6 +144,15 @@ def test_dispatchers_split_the_shards_and_share_the_budget(registry):
     assert registry.config("s1")["reason"] == "page budget reached"
 
 
+def test_each_shard_keeps_its_share_of_the_domain_diversity_window(registry):
+    # a shard makes about a third of the crawl's pops: 34 of them span about 100 of the crawl's
+    assert [shard.diversity for shard in
+            _register(registry, domain_diversity=100).shards] == [34] * SHARDS
+    assert [shard.diversity for shard in
+            _register(registry, "s2", domain_diversity=100, frontier_shards=1).shards] == [100]
+    assert {shard.diversity for shard in _register(registry, "s3").shards} == {1}  # off
+
+
 def test_a_shard_spec_is_checked():
     assert parse_shard_spec(None) == (0, 1) and parse_shard_spec("2/3") == (2, 3)
     for bad in ("3/3", "x", "1/0", "-1/2"):
