@@ -22,7 +22,12 @@ memory settings of ``MEMORY_CONFIG``). URLs are synthetic, their hosts Zipf-dist
    pages/s, one dispatcher ``1e6 / (dispatcher µs per page)``.
 
     .venv/bin/python benchmarks/bench_frontier_scale.py --shards 1 3 [--urls 10000000]
-        [--pages 200000] [--hosts 1000000] [--quick]
+        [--pages 200000] [--hosts 1000000] [--quick] [--interleave K]
+
+``--interleave K`` also crawls one shard and the largest ``--shards`` on one cluster node by
+turns, K parts each, after filling both: the machine's load of those minutes falls on both
+alike, so their ratio (the derived ceiling) holds still where runs minutes apart moved it by
+±15%.
 
 Results: ``benchmarks/results/frontier_scale.json``. The arithmetic to 1e8 and 1e9 URLs lives in
 docs/distributed.md ("Sizing").
@@ -204,6 +209,33 @@ class Servers:
 
 # -- the simulation ------------------------------------------------------------------------------
 
+def run_interleaved(shards: int, args: argparse.Namespace) -> dict:
+    """One shard (a plain Redis) and ``shards`` shards on one cluster node, filled alike, then
+    crawled by turns, ``args.pages / args.interleave`` pages at a time: both see the machine's
+    load of the same minutes, so their ratio does not move with it."""
+    workdir = Path(args.workdir) / "interleaved"
+    with Servers(1, args.base_port + 10, workdir / "one") as one_servers, \
+            Servers(1, args.base_port + 60, workdir / "many", cluster=True) as many_servers:
+        sides = []
+        for count, servers in ((1, one_servers), (shards, many_servers)):
+            registry = CrawlRegistry(servers.client, "jlsebench:")
+            settings = register(registry, count, args)
+            urls = Urls(args.hosts, args.zipf)
+            fill(registry, servers, urls, args.urls, settings)
+            sides.append({"shards": count, "parts": (registry, servers, urls, settings),
+                          "next_id": args.urls, "pages": 0, "redis_us": 0.0})
+        chunk = argparse.Namespace(**dict(vars(args), pages=args.pages // args.interleave))
+        for _ in range(args.interleave):
+            for side in sides:
+                done = crawl(*side["parts"][:3], chunk, side["parts"][3], side["next_id"])
+                side["next_id"] = done["next_id"]
+                side["pages"] += done["pages"]
+                side["redis_us"] += done["redis_cpu_us_per_page"] * done["pages"]
+    figures = {side["shards"]: round(side["redis_us"] / side["pages"], 1) for side in sides}
+    print(f"interleaved, Redis CPU µs per page: {figures}", flush=True)
+    return {"shards": shards, "code": "interleaved", "redis_cpu_us_per_page": figures}
+
+
 def register(registry: CrawlRegistry, shards: int, args: argparse.Namespace) -> Settings:
     values = {"max_pages": 10 ** 12, "politeness_delay": 0.0,
               "max_outstanding": args.outstanding, "frontier_size": 10 ** 9,
@@ -260,7 +292,7 @@ def seen_share(registry: CrawlRegistry, sample: int = 512) -> float:
 
 
 def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.Namespace,
-          settings: Settings) -> dict:
+          settings: Settings, next_id: int | None = None) -> dict:
     frontier = registry.frontier(CRAWL, settings)
     shards = getattr(settings, "frontier_shards", 1)
     try:
@@ -270,7 +302,7 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
     sent: list[dict] = []
     dispatcher = Dispatcher(registry, lambda crawl_id, task: sent.append(task))
     digest = dispatcher._crawl(CRAWL).config_sha1
-    next_id = args.urls
+    next_id = args.urls if next_id is None else next_id
 
     def work(body: dict, first_id: int) -> None:
         """One page, as a worker does it (its links drawn with a generator of its own)."""
@@ -302,7 +334,7 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
     per_node = [round(1e6 * (b - a) / pages, 1) for a, b in zip(cpu_before, cpu_after,
                                                                   strict=True)]
     redis_us = sum(per_node)
-    return {"pages": int(pages), "seconds": round(wall, 1),
+    return {"pages": int(pages), "next_id": next_id, "seconds": round(wall, 1),
             "pages_per_s_here": round(pages / wall, 1),
             "redis_cpu_us_per_page": round(redis_us, 1), "redis_cpu_us_per_node": per_node,
             "dispatcher_cpu_us_per_page": round(1e6 * dispatcher_cpu / pages, 1),
@@ -407,6 +439,9 @@ def main() -> None:
                         help="first run the code of git REF (1 shard), side by side")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--quick", action="store_true", help="1e6 URLs, 20,000 pages")
+    parser.add_argument("--interleave", type=int, default=0, metavar="K",
+                        help="also crawl 1 shard and the largest --shards on one node by "
+                             "turns, in K parts each (a ratio the machine's load does not move)")
     parser.add_argument("--no-one-node", action="store_true",
                         help="skip the runs with every shard on one node (the derived ceiling)")
     args = parser.parse_args()
@@ -417,12 +452,15 @@ def main() -> None:
         results.append(dict(run(shards, args), code="current"))
         if shards > 1 and not args.no_one_node:
             results.append(dict(run(shards, args, one_node=True), code="one node"))
-    report(results)
+    interleaved = run_interleaved(max(args.shards), args) if args.interleave else None
+    report(results, interleaved)
+    if interleaved:
+        results.append(interleaved)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
 
 
-def report(results: list[dict]) -> None:
+def report(results: list[dict], interleaved: dict | None = None) -> None:
     print(f"{'code':10} {'shards':>6} {'B/known URL':>11} {'seen B/URL':>10} "
           f"{'Redis µs/page':>13} {'dispatcher µs':>13} {'ceiling p/s':>11}")
     for run_ in results:
@@ -431,10 +469,10 @@ def report(results: list[dict]) -> None:
               f"{fill_['seen_bytes_per_url']:>10} {crawl_['redis_cpu_us_per_page']:>13} "
               f"{crawl_['dispatcher_cpu_us_per_page']:>13} {crawl_['ceiling_pages_per_s']:>11}")
     one = next((r for r in results if r["shards"] == 1 and r["code"] == "current"), None)
-    if one is None:
-        return
     for run_ in results:
-        if run_["shards"] > 1 and run_["code"] == "current":
+        if run_["shards"] == 1 or run_["code"] != "current":
+            continue
+        if one is not None:
             ratio = run_["crawl"]["ceiling_pages_per_s"] / one["crawl"]["ceiling_pages_per_s"]
             print(f"Redis ceiling, {run_['shards']} shards / 1 shard, measured with the "
                   f"{run_['shards']} masters on this machine's 2 cores: {ratio:.2f}x")
@@ -442,6 +480,8 @@ def report(results: list[dict]) -> None:
                           and r["shards"] == run_["shards"]), None)
             if alone is not None:
                 print(derived_ceiling(one, run_, alone))
+        if interleaved is not None and interleaved["shards"] == run_["shards"]:
+            print(interleaved_ceiling(run_, interleaved))
 
 
 def derived_ceiling(one: dict, spread: dict, alone: dict) -> str:
@@ -456,6 +496,20 @@ def derived_ceiling(one: dict, spread: dict, alone: dict) -> str:
     return (f"Redis ceiling, {spread['shards']} shards / 1 shard, one master per machine: "
             f"{ratio:.2f}x ({alone['crawl']['redis_cpu_us_per_page']} µs per page for every "
             f"shard on one node, the busiest master's share {busiest:.3f})")
+
+
+
+def interleaved_ceiling(spread: dict, interleaved: dict) -> str:
+    """``derived_ceiling`` from the interleaved runs: 1 shard and every shard on one node, by
+    turns, split between the masters as ``spread`` measured them."""
+    per_node = spread["crawl"]["redis_cpu_us_per_node"]
+    busiest = max(per_node) / sum(per_node)
+    figures = interleaved["redis_cpu_us_per_page"]
+    one, many = figures[1], figures[spread["shards"]]
+    return (f"Redis ceiling, {spread['shards']} shards / 1 shard, one master per machine, "
+            f"interleaved: {one / (many * busiest):.2f}x ({one} µs per page for 1 shard, {many} "
+            f"for {spread['shards']} on one node, by turns; the busiest master's share "
+            f"{busiest:.3f})")
 
 
 if __name__ == "__main__":
