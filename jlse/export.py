@@ -87,14 +87,17 @@ class PageContents:
 
 def warc_folder(given: str | None, store_url: str, workdir: Path, store: CrawlStore) -> Path:
     """Where export reads WARC records: ``--warc``; an embedded crawl's ``WORKDIR/warc``; a
-    distributed crawl's page store (``JLSE_PAGES_STORE``, else the folder its workers noted)."""
+    distributed crawl's page store (``JLSE_PAGES_STORE``, else the folder its workers noted in
+    the crawl database)."""
     if given:
         return Path(given)
     if store_url.startswith("sqlite:///"):
         return workdir / "warc"
     noted = store.get_meta(page_store.META_KEY)
-    if os.environ.get(page_store.ENV) or not noted:
-        return page_store.store_dir() or workdir / "warc"
+    if not noted:  # no worker wrote a page store: an embedded crawl into PostgreSQL
+        return workdir / "warc"
+    if os.environ.get(page_store.ENV):
+        return page_store.store_dir() or Path(noted)
     return Path(noted)
 
 
