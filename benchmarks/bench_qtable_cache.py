@@ -6,9 +6,11 @@ Q-table through ``RedisQTableSource``; the benchmark publishes ``--versions`` ve
 synthetic Q-table of ``--vertices`` vertices on a private ``redis-server`` and, after each, has
 every process switch to it. Printed: Redis's output bytes per version (``INFO stats``
 ``total_net_output_bytes``) without the cache (each process downloads its own copy) and with it.
+``--chunk-bytes`` stores a table larger than that in chunks (as the learner does with tables
+over 64 MiB, ``learner/publish.py``): the bytes per version are then the chunks and the manifest.
 
     .venv/bin/python benchmarks/bench_qtable_cache.py [--processes 4] [--versions 3]
-        [--vertices 20000]
+        [--vertices 20000] [--chunk-bytes N]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import redis
 
-from jlse.learner.publish import RedisQTableSource, RedisQTableStore
+from jlse.learner.publish import CHUNK_BYTES, RedisQTableSource, RedisQTableStore
 from jlse.learner.qtable_cache import MachineCache
 from jlse.models.qtable import QTable, build_qtable
 
@@ -62,9 +64,10 @@ def bytes_out(client: redis.Redis) -> int:
     return int(client.info("stats")["total_net_output_bytes"])
 
 
-def run(port: int, tables: list[QTable], processes: int, cache_root: str | None) -> list[int]:
+def run(port: int, tables: list[QTable], processes: int, cache_root: str | None,
+        chunk_bytes: int = CHUNK_BYTES) -> list[int]:
     client = redis.Redis(port=port)
-    store = RedisQTableStore(client, PREFIX)
+    store = RedisQTableStore(client, PREFIX, chunk_bytes=chunk_bytes)
     store.clear()
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(processes + 1)
@@ -89,6 +92,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--versions", type=int, default=3)
     parser.add_argument("--vertices", type=int, default=20_000)
+    parser.add_argument("--chunk-bytes", type=int, default=CHUNK_BYTES,
+                        help="tables above this size are published in chunks of it")
     args = parser.parse_args()
     tables = [synthetic_table(version, args.vertices) for version in
               range(1, args.versions + 1)]
@@ -105,13 +110,16 @@ def main() -> None:
                     break
                 except redis.ConnectionError:
                     time.sleep(0.1)
-            without = run(port, tables, args.processes, None)
-            with_cache = run(port, tables, args.processes, str(Path(workdir) / "cache"))
+            without = run(port, tables, args.processes, None, args.chunk_bytes)
+            with_cache = run(port, tables, args.processes, str(Path(workdir) / "cache"),
+                             args.chunk_bytes)
         finally:
             server.terminate()
             server.wait(10)
     per_version = [sum(sent) / len(sent) for sent in (without, with_cache)]
-    print(f"Q-table of {args.vertices} vertices: {blob:,} bytes; {args.processes} processes "
+    chunks = -(-blob // args.chunk_bytes) if blob > args.chunk_bytes else 0
+    print(f"Q-table of {args.vertices} vertices: {blob:,} bytes"
+          f"{f' in {chunks} chunks' if chunks else ' (one piece)'}; {args.processes} processes "
           f"on one machine, {args.versions} versions")
     print(f"Redis output bytes per version: without the machine cache {per_version[0]:,.0f}, "
           f"with it {per_version[1]:,.0f} ({per_version[1] / per_version[0]:.2f}x)")

@@ -129,6 +129,8 @@ class BackgroundLearner:
                 store = open_store(self.store_url)
             version = self._version + 1
             table = self.learner.learn(store, version)
+            if isinstance(table, QTable):
+                table.index.prepare()  # the search structures, here and not on a fetch thread
             if table is not None:
                 self._version = version
                 self.holder.set(table)

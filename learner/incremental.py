@@ -158,13 +158,16 @@ class IncrementalLearner:
         return QTable(version=version, index=self._index, q=q, created_at=time.time(), meta=meta)
 
     def _assemble_index(self) -> LinkIndex:
+        """The link index of every vertex so far, without its search structures (built by
+        ``LinkIndex.prepare`` where the table is searched: the embedded learner thread, a fetch
+        worker loading it; a published table does not need them)."""
         s = self.settings
+        self._index = None  # the old index's memory is free for the new one (unless a table
+        release_memory()  # still being served holds it: the embedded crawl)
         fields = [field.bm25(s.bm25_k1, s.bm25_b) for field in self.fields]
-        self._index = None  # the old index's memory is free for the new one's temporaries
-        release_memory()
         index = LinkIndex.from_fields(fields, tuple(s.field_weights),
                                       max_postings=tuple(s.link_search_postings),
-                                      rescore=s.link_search_rescore)
+                                      rescore=s.link_search_rescore, search=False)
         release_memory()
         return index
 

@@ -4,24 +4,38 @@ Keys (all under the prefix P, default ``jlse:qtable:``):
 
 ==================  ======  ==================================================================
 P + "v" + N         string  Q-table version N: ``QTable.to_bytes()``, an ``.npz`` of raw numeric
-                            arrays plus a UTF-8 JSON header (a ``uint8`` array)
+                            arrays plus a UTF-8 JSON header (a ``uint8`` array), when it fits
+                            in one chunk (``chunk_bytes``, default 64 MiB); else a manifest
+                            (``MANIFEST`` then JSON: number of chunks, bytes, SHA-256)
+P + "v" + N + ":" + i  string  chunk i of a larger version's archive (i = 0, 1, ...)
+P + "chunks"        hash    version -> its number of chunks (versions stored in chunks only)
 P + "current"       string  the newest published version, as decimal text; absent = none yet
 P + "versions"      zset    every version whose blob is stored (member and score = N)
 P + "next"          string  counter behind ``next_version`` (INCR: unique across learners)
 ==================  ======  ==================================================================
+
+**Chunks.** A Redis string holds at most 512 MB, and a Q-table of 1e7 vertices is larger. A
+table above ``chunk_bytes`` is written chunk by chunk first (plain SETs with a one-hour expiry,
+so that the chunks of a publication that dies midway go away by themselves), read from a
+temporary file (the publisher never holds the archive twice in memory); the publishing script
+then checks that every chunk is there, removes their expiry and stores the manifest. A reader
+takes the manifest, reads the chunks one by one into the machine's cache file (or memory),
+checks their length and SHA-256 and parses the whole; a chunk gone meanwhile (the version was
+collected) is "not stored", as a missing blob.
 
 Why not pickle: a fetch worker loads whatever sits in Redis, and anyone who can write to that
 Redis could otherwise run code on every worker. The blob is read with
 ``numpy.load(allow_pickle=False)`` and every array is checked against its header
 (``models.qtable``), so a forged or damaged blob is a ValueError, never code execution.
 
-Publishing is one Lua script (atomic), in this order: write the blob, add N to ``versions``,
+Publishing is one Lua script (atomic), in this order: write the blob (or the manifest of chunks
+already written), add N to ``versions``,
 move ``current`` to N only if N is newer than it (a late, older publication never goes back in
 time), then garbage-collect. Since the blob exists before ``current`` names it, a reader (GET
 ``current``, then GET the blob) never finds the pointer ahead of a complete table.
 
-GC policy: ``versions`` keeps the newest ``keep_versions`` by number; older blobs are deleted
-in the same script. ``current`` is the newest, so it is never collected. A late publication
+GC policy: ``versions`` keeps the newest ``keep_versions`` by number; older blobs (and their
+chunks) are deleted in the same script. ``current`` is the newest, so it is never collected. A late publication
 older than ``current`` is stored if it ranks among the newest ``keep_versions`` (and never
 becomes current), else deleted at once. A reader that read ``current`` just before
 ``keep_versions`` newer publications may find the blob gone: ``load`` gives None and
@@ -34,10 +48,15 @@ names from the prefix: on a cluster the prefix carries a hash tag (``CrawlRegist
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import IO
 
 import redis
 
@@ -49,12 +68,35 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "jlse:qtable:"
 KEEP_VERSIONS = 3
+CHUNK_BYTES = 64 * 2**20  # a larger archive is stored as chunks of this size
+CHUNK_TTL = 3600  # seconds a chunk lives until its publication's script keeps it
+MAX_CHUNKS = 1 << 16  # a manifest naming more is refused (forged or damaged)
+MANIFEST = b"jlse-qtable-chunks\n"  # the first bytes of a chunked version's P + "v" + N
 
-# ARGV: prefix, version, blob, keep_versions. Returns the current version after the call.
+# ARGV: prefix, version, blob or manifest, keep_versions, number of chunks (0: the blob itself).
+# Returns the current version after the call; an error if a chunk is missing.
 _PUBLISH = r"""
-local P, version, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local CURRENT, VERSIONS = P .. 'current', P .. 'versions'
-redis.call('SET', P .. 'v' .. ARGV[2], ARGV[3])
+local P, version, keep, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local CURRENT, VERSIONS, CHUNKS = P .. 'current', P .. 'versions', P .. 'chunks'
+local blob = P .. 'v' .. ARGV[2]
+for i = 0, n - 1 do
+  if redis.call('EXISTS', blob .. ':' .. i) == 0 then
+    return redis.error_reply('Q-table chunk ' .. i .. ' of v' .. ARGV[2] .. ' is missing')
+  end
+end
+local before = tonumber(redis.call('HGET', CHUNKS, ARGV[2]) or '0')
+for i = n, before - 1 do
+  redis.call('UNLINK', blob .. ':' .. i)
+end
+for i = 0, n - 1 do
+  redis.call('PERSIST', blob .. ':' .. i)
+end
+if n > 0 then
+  redis.call('HSET', CHUNKS, ARGV[2], n)
+else
+  redis.call('HDEL', CHUNKS, ARGV[2])
+end
+redis.call('SET', blob, ARGV[3])
 redis.call('ZADD', VERSIONS, version, ARGV[2])
 local current = tonumber(redis.call('GET', CURRENT) or '0')
 if version > current then
@@ -64,6 +106,11 @@ end
 local old = redis.call('ZRANGE', VERSIONS, 0, -(keep + 1))
 for _, member in ipairs(old) do
   if tonumber(member) ~= current then
+    local chunks = tonumber(redis.call('HGET', CHUNKS, member) or '0')
+    for i = 0, chunks - 1 do
+      redis.call('UNLINK', P .. 'v' .. member .. ':' .. i)
+    end
+    redis.call('HDEL', CHUNKS, member)
     redis.call('UNLINK', P .. 'v' .. member)
     redis.call('ZREM', VERSIONS, member)
   end
@@ -93,16 +140,20 @@ class RedisQTableStore:
     """
 
     def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX,
-                 keep_versions: int = KEEP_VERSIONS, cache: MachineCache | None = None) -> None:
+                 keep_versions: int = KEEP_VERSIONS, cache: MachineCache | None = None,
+                 chunk_bytes: int = CHUNK_BYTES) -> None:
         if client.get_connection_kwargs().get("decode_responses"):
             raise ValueError("RedisQTableStore needs a client without decode_responses "
                              "(Q-tables are binary)")
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be at least 1, not {keep_versions}")
+        if chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes must be at least 1, not {chunk_bytes}")
         self.client = client
         self.prefix = prefix
         self.keep_versions = keep_versions
         self.cache = cache  # this machine's copies, shared by its processes (``load``)
+        self.chunk_bytes = chunk_bytes
         self.current_key = prefix + "current"
         self.versions_key = prefix + "versions"
         self._publish = client.register_script(_PUBLISH)
@@ -111,21 +162,50 @@ class RedisQTableStore:
     def blob_key(self, version: int) -> str:
         return f"{self.prefix}v{int(version)}"
 
+    def chunk_key(self, version: int, chunk: int) -> str:
+        return f"{self.prefix}v{int(version)}:{int(chunk)}"
+
     def next_version(self) -> int:
         """A version number no other caller of this prefix ever gets (atomic)."""
         return int(self._next_version(keys=[self.current_key], args=[self.prefix]))
 
     def publish(self, table: QTable) -> int:
-        """Store ``table`` as its version, make it current if newest, GC; the current version."""
+        """Store ``table`` as its version, make it current if newest, GC; the current version.
+
+        The archive is written to a temporary file first; above ``chunk_bytes`` it goes to
+        Redis in chunks (module docstring)."""
         version = int(table.version)
         if version < 1:
             raise ValueError(f"Q-table version must be at least 1, not {version}")
-        blob = table.to_bytes()
+        with tempfile.TemporaryFile() as archive:
+            table.write_to(archive)
+            size = archive.tell()
+            archive.seek(0)
+            if size <= self.chunk_bytes:
+                payload, n_chunks = archive.read(), 0
+            else:
+                payload, n_chunks = self._write_chunks(version, archive, size), -(-size // self.chunk_bytes)
         current = self._publish(keys=[self.current_key],
-                                args=[self.prefix, version, blob, self.keep_versions])
-        log.info("published Q-table v%d (%d bytes) under %s; current is v%d",
-                 version, len(blob), self.prefix, int(current))
+                                args=[self.prefix, version, payload, self.keep_versions, n_chunks])
+        log.info("published Q-table v%d (%d bytes%s) under %s; current is v%d", version, size,
+                 f" in {n_chunks} chunks" if n_chunks else "", self.prefix, int(current))
         return int(current)
+
+    def _write_chunks(self, version: int, archive: IO[bytes], size: int) -> bytes:
+        """SET each chunk of ``archive`` (expiring until the publishing script keeps it); the
+        manifest naming them."""
+        digest = hashlib.sha256()
+        chunk = 0
+        while True:
+            data = archive.read(self.chunk_bytes)
+            if not data:
+                break
+            digest.update(data)
+            self.client.set(self.chunk_key(version, chunk), data, ex=CHUNK_TTL)
+            chunk += 1
+            del data
+        manifest = {"chunks": chunk, "bytes": size, "sha256": digest.hexdigest()}
+        return MANIFEST + json.dumps(manifest).encode()
 
     def current_version(self) -> int:
         """The current version, 0 when none was published."""
@@ -146,24 +226,57 @@ class RedisQTableStore:
                 return None
         key = self.blob_key(version)
         if self.cache is None:
-            return self._parse(key, version, self.client.get(key))
+            return self._load_from_redis(key, version)
         try:
-            return self._parse(key, version, self.cache.get(version,
-                                                             lambda: self.client.get(key)))
+            path = self.cache.fetch(version, lambda out: self.download(version, out))
+            if path is None:
+                return None
+            with open(path, "rb") as source:
+                return self._parse(key, version, source)
         except ValueError:  # a bad copy on this machine: Redis's own, once more
             self.cache.discard(version)
-            return self._parse(key, version, self.client.get(key))
+            return self._load_from_redis(key, version)
         except OSError as exc:  # the cache's disk: this process downloads its own
             log.warning("Q-table cache %s failed (%s); reading v%d from Redis",
                         self.cache.directory, exc, version)
-            return self._parse(key, version, self.client.get(key))
+            return self._load_from_redis(key, version)
+
+    def download(self, version: int, out: IO[bytes]) -> bool:
+        """Write version ``version``'s archive into ``out`` (reassembled from its chunks if
+        it has some); False if it is not stored (or was collected midway). ValueError if the
+        chunks do not match their manifest."""
+        key = self.blob_key(version)
+        head = self.client.get(key)
+        if head is None:
+            return False
+        if not head.startswith(MANIFEST):
+            out.write(head)
+            return True
+        n_chunks, size, expected = _manifest(key, head[len(MANIFEST):])
+        digest, written = hashlib.sha256(), 0
+        for chunk in range(n_chunks):
+            data = self.client.get(self.chunk_key(version, chunk))
+            if data is None:
+                return False
+            digest.update(data)
+            out.write(data)
+            written += len(data)
+        if written != size or digest.hexdigest() != expected:
+            raise ValueError(f"{key}: its chunks do not match its manifest ({written} bytes "
+                             f"of {size}, or another SHA-256)")
+        return True
+
+    def _load_from_redis(self, key: str, version: int) -> QTable | None:
+        buffer = io.BytesIO()
+        if not self.download(version, buffer):
+            return None
+        buffer.seek(0)
+        return self._parse(key, version, buffer)
 
     @staticmethod
-    def _parse(key: str, version: int, blob: bytes | None) -> QTable | None:
-        if blob is None:
-            return None
+    def _parse(key: str, version: int, source: IO[bytes]) -> QTable:
         try:
-            table = QTable.from_bytes(blob)
+            table = QTable.read_from(source)
         except ValueError as exc:
             raise ValueError(f"{key}: {exc}") from None
         if table.version != version:
@@ -267,6 +380,19 @@ class RedisQTableSource:
         if self._failing:
             self._failing = False
             log.info("Q-table source: Redis reachable again")
+
+
+def _manifest(key: str, text: bytes) -> tuple[int, int, str]:
+    """(chunks, bytes, SHA-256) of a chunked version's manifest; ValueError if malformed."""
+    try:
+        manifest = json.loads(text.decode("utf-8"))
+        n_chunks, size, digest = manifest["chunks"], manifest["bytes"], manifest["sha256"]
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"{key}: unreadable chunk manifest ({exc!r})") from None
+    if not (isinstance(n_chunks, int) and 0 < n_chunks <= MAX_CHUNKS and isinstance(size, int)
+            and size > 0 and isinstance(digest, str)):
+        raise ValueError(f"{key}: invalid chunk manifest {manifest!r}")
+    return n_chunks, size, digest
 
 
 def _glob_escape(text: str) -> str:

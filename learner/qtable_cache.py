@@ -4,7 +4,9 @@ Every fetch worker process serves the newest Q-table (``publish.RedisQTableSourc
 this cache each process downloads every new version's blob from Redis: P processes on a
 machine, P copies of each version. With it, the first process of the machine that needs a
 version downloads it under a file lock into the machine's cache directory and the others read
-that file, so Redis sends one copy per machine and version.
+that file, so Redis sends one copy per machine and version. A version stored in chunks
+(``publish``) is streamed chunk by chunk into the file, which appears (by a rename) only once
+it is whole: a process switches to a version only when all of it is on the machine.
 
 The directory is this user's alone (created 0700; one with other permissions or another owner
 is not used), and a file is parsed like a blob from Redis (arrays and JSON, never unpickled).
@@ -22,6 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger(__name__)
 
@@ -70,38 +73,45 @@ class MachineCache:
     def get(self, version: int, download: Callable[[], bytes | None]) -> bytes | None:
         """Version ``version``'s blob: this machine's copy, else ``download()``'s (kept for the
         other processes). None if the download found none."""
-        blob = self._read(version)
-        if blob is not None:
-            return blob
-        with self._locked():  # one process downloads, the others wait and read its file
-            blob = self._read(version)
-            if blob is not None:
-                return blob
+
+        def write(out: IO[bytes]) -> bool:
             blob = download()
-            if blob is not None:
-                self._write(version, blob)
-                self._trim(version)
-            return blob
+            if blob is None:
+                return False
+            out.write(blob)
+            return True
+
+        path = self.fetch(version, write)
+        return None if path is None else path.read_bytes()
+
+    def fetch(self, version: int, download: Callable[[IO[bytes]], bool]) -> Path | None:
+        """The file of version ``version``: this machine's copy, else one that
+        ``download(file)`` writes (True: it did; False: not stored), kept for the other
+        processes. None if the download found none. A large version (chunks) streams to the
+        file: the download never holds it whole in memory."""
+        path = self.path(version)
+        if path.exists():
+            return path
+        with self._locked():  # one process downloads, the others wait and read its file
+            if path.exists():
+                return path
+            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".part")
+            try:
+                with os.fdopen(handle, "wb") as file:
+                    stored = download(file)
+                if not stored:
+                    Path(temporary).unlink(missing_ok=True)
+                    return None
+                os.replace(temporary, path)  # readers see all of it or nothing
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            self._trim(version)
+            return path
 
     def discard(self, version: int) -> None:
         """Forget a copy (it did not parse)."""
         self.path(version).unlink(missing_ok=True)
-
-    def _read(self, version: int) -> bytes | None:
-        try:
-            return self.path(version).read_bytes()
-        except FileNotFoundError:
-            return None
-
-    def _write(self, version: int, blob: bytes) -> None:
-        handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".part")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(blob)
-            os.replace(temporary, self.path(version))  # readers see all of it or nothing
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
 
     def _trim(self, newest: int) -> None:
         for path in self.directory.glob("v*.qtable"):

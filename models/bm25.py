@@ -43,6 +43,58 @@ class FieldBM25:
         self.k1 = k1
         self.b = b
 
+    @property
+    def vocabulary_(self) -> dict[str, int]:
+        """term -> column; made on first use where only the terms were given (:attr:`terms_`,
+        :attr:`packed_terms_`: the incremental learner's fields, whose tables are mostly only
+        published)."""
+        vocabulary = self.__dict__.get("_vocabulary")
+        if vocabulary is None:
+            if self.__dict__.get("_terms") is None and self.__dict__.get("_packed") is None:
+                raise AttributeError("vocabulary_")
+            terms = self.terms_
+            vocabulary = self._vocabulary = dict(zip(terms, range(len(terms)), strict=True))
+        return vocabulary
+
+    @vocabulary_.setter
+    def vocabulary_(self, vocabulary: dict[str, int]) -> None:
+        self._vocabulary, self._terms, self._packed = vocabulary, None, None
+
+    @property
+    def terms_(self) -> list[str]:
+        """The terms in column order."""
+        terms = self.__dict__.get("_terms")
+        if terms is not None:
+            return terms
+        packed = self.__dict__.get("_packed")
+        if packed is not None and self.__dict__.get("_vocabulary") is None:
+            return packed.decode()
+        vocabulary = self.vocabulary_
+        return sorted(vocabulary, key=vocabulary.__getitem__)
+
+    @terms_.setter
+    def terms_(self, terms: list[str]) -> None:
+        """Set the terms (column order, distinct); the dictionary is made when first needed."""
+        self._vocabulary, self._terms, self._packed = None, terms, None
+
+    @property
+    def packed_terms_(self) -> PackedTerms:
+        """The terms in column order as one array of UTF-8 bytes (:class:`PackedTerms`)."""
+        packed = self.__dict__.get("_packed")
+        return packed if packed is not None else PackedTerms.pack(self.terms_)
+
+    @packed_terms_.setter
+    def packed_terms_(self, packed: PackedTerms) -> None:
+        self._vocabulary, self._terms, self._packed = None, None, packed
+
+    @property
+    def n_terms_(self) -> int:
+        for name in ("_terms", "_vocabulary"):
+            value = self.__dict__.get(name)
+            if value is not None:
+                return len(value)
+        return self.packed_terms_.n_terms
+
     def fit(self, docs: Sequence[Sequence[str]]) -> Self:
         """Learn the vocabulary, idf and per-posting weights of ``docs`` (token lists)."""
         self._check_params()
@@ -170,6 +222,48 @@ class FieldBM25:
             raise ValueError(f"BM25: b must lie in [0, 1], got {self.b}")
 
 
+class PackedTerms(NamedTuple):
+    """Terms in column order as UTF-8 bytes, each followed by a NUL (``chars``), and where each
+    ends (``ends[i]``: just past term i's NUL). 1e7 URL words take ~120 MB so, ~650 MB as a
+    list of Python strings."""
+
+    chars: np.ndarray  # uint8
+    ends: np.ndarray  # int64, one per term
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.ends)
+
+    @property
+    def plain(self) -> bool:
+        """Whether no term holds a NUL itself (then the NULs alone delimit the terms)."""
+        return int(np.count_nonzero(self.chars == 0)) == self.n_terms
+
+    @classmethod
+    def pack(cls, terms: Sequence[str]) -> PackedTerms:
+        encoded = [term.encode("utf-8") for term in terms]
+        ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1)
+        chars = np.frombuffer(b"".join(word + b"\x00" for word in encoded), dtype=np.uint8)
+        return cls(chars, ends)
+
+    def decode(self) -> list[str]:
+        """The terms as strings."""
+        if self.plain:
+            return split_terms(self.chars, self.n_terms)
+        raw, starts = self.chars.tobytes(), np.concatenate(([0], self.ends[:-1]))
+        return [raw[start:end - 1].decode("utf-8")
+                for start, end in zip(starts.tolist(), self.ends.tolist(), strict=True)]
+
+
+def split_terms(chars: np.ndarray, n_terms: int) -> list[str]:
+    """The ``n_terms`` terms of ``chars`` (UTF-8, each followed by a NUL, none holding one);
+    ValueError if it holds another number of them or is not UTF-8."""
+    terms = chars.tobytes().decode("utf-8").split("\x00")
+    if terms.pop() != "" or len(terms) != n_terms:
+        raise ValueError(f"{len(terms)} NUL-terminated terms, not {n_terms}")
+    return terms
+
+
 class StackedQueries(NamedTuple):
     """Query entries of several fields side by side (see :func:`stacked_query_entries`)."""
 
@@ -190,7 +284,7 @@ class StackedFields:
 
     def __init__(self, fields: Sequence[FieldBM25], offsets: np.ndarray | None = None) -> None:
         self.fields = list(fields)
-        self.offsets = (np.cumsum([0] + [len(field.vocabulary_) for field in self.fields])
+        self.offsets = (np.cumsum([0] + [field.n_terms_ for field in self.fields])
                         if offsets is None else np.asarray(offsets))
         self.idf = np.concatenate([field.idf_ for field in self.fields] or [np.zeros(0)])
         self.unknown_idf = np.array([idf(field.n_docs_, np.zeros(1))[0] for field in self.fields])

@@ -38,6 +38,7 @@ links it saw.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -103,8 +104,12 @@ class LinkIndex:
     @classmethod
     def from_fields(cls, fields: Sequence[FieldBM25], weights: Sequence[float],
                     max_postings: int | Sequence[int | None] | None = DEFAULT_MAX_POSTINGS,
-                    rescore: int = DEFAULT_RESCORE) -> LinkIndex:
-        """A fitted index from three fitted :class:`FieldBM25` (anchor, url, context)."""
+                    rescore: int = DEFAULT_RESCORE, search: bool = True) -> LinkIndex:
+        """A fitted index from three fitted :class:`FieldBM25` (anchor, url, context).
+
+        ``search=False`` leaves the search structures (the fields' term-major postings and the
+        stacked vocabulary) to :meth:`prepare`, or to the first search: an index that is only
+        published (the learner's) never holds them."""
         if len(fields) != len(FIELDS):
             raise ValueError(f"LinkIndex: needs {len(FIELDS)} fields, got {len(fields)}")
         if len({f.n_docs_ for f in fields}) != 1:
@@ -113,7 +118,7 @@ class LinkIndex:
                     max_postings=max_postings, rescore=rescore)
         index._check_params()
         index.fields_ = list(fields)
-        index._finish()
+        index._finish(search)
         return index
 
     @property
@@ -136,6 +141,7 @@ class LinkIndex:
         caps (slow on a big G_w: for tests and measurements). The default search remembers the
         answers for the last links it saw (pages of a site repeat their navigation links)."""
         check_lengths(anchors, urls, contexts)
+        self.prepare()
         if exact or self.caps == (None,) * len(FIELDS):
             scores = self._queries(anchors, urls, contexts) @ self._all_postings()
             return row_argmax(scores.indptr, scores.data, scores.indices)
@@ -184,6 +190,7 @@ class LinkIndex:
     def scores(self, anchors: Sequence[str], urls: Sequence[str],
                contexts: Sequence[str]) -> sp.csr_matrix:
         """Exact weighted score s_v of every (query, vertex) pair sharing a term: Q x N, sparse."""
+        self.prepare()
         return (self._queries(anchors, urls, contexts) @ self._all_postings()).tocsr()
 
     def _queries(self, anchors: Sequence[str], urls: Sequence[str],
@@ -204,15 +211,34 @@ class LinkIndex:
                 self._postings_all = stack([term_major(f.doc_weights_) for f in self.fields_])
         return self._postings_all
 
-    def _finish(self) -> None:
+    def _finish(self, search: bool = True) -> None:
         self.n_vertices_ = self.fields_[0].n_docs_
-        self._stacked = StackedFields(self.fields_)
-        # First column of each field's terms in the stacked term space (as the query matrix).
-        self.offsets_ = self._stacked.offsets
-        self.postings_ = stack([top_postings(term_major(f.doc_weights_), cap)
-                                 for f, cap in zip(self.fields_, self.caps, strict=True)])
-        self._postings_all = None
         self._answers: dict[tuple[str, str, str], tuple[int, float]] = {}
+        self._postings_all = None
+        self._prepared = False
+        self._prepare_lock = threading.Lock()
+        if search:
+            self.prepare()
+
+    def prepare(self) -> None:
+        """Build the search structures now (once; thread-safe): the stacked vocabulary and
+        the capped term-major postings."""
+        if self._prepared:
+            return
+        with self._prepare_lock:
+            if self._prepared:
+                return
+            self._stacked = StackedFields(self.fields_)
+            # First column of each field's terms in the stacked term space (as the query matrix).
+            self.offsets_ = self._stacked.offsets
+            self.postings_ = stack([top_postings(term_major(f.doc_weights_), cap)
+                                     for f, cap in zip(self.fields_, self.caps, strict=True)])
+            self._prepared = True
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the search structures are built (:meth:`prepare`)."""
+        return self._prepared
 
     def _check_params(self) -> None:
         weights = np.asarray(self.weights, dtype=np.float64)

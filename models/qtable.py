@@ -2,7 +2,9 @@
 
 It is everything a link evaluator needs and nothing else, and it travels as one ``.npz``
 (a file, or bytes in Redis) holding plain numeric arrays plus a UTF-8 JSON header (stored as a
-``uint8`` array). Nothing is pickled: loading uses ``allow_pickle=False``, so an object array
+``uint8`` array). Each field's terms are one ``uint8`` array, their UTF-8 bytes each followed by
+a NUL (format 2; format 1, still read, listed them in the header, as a term holding a NUL
+still is). Nothing is pickled: loading uses ``allow_pickle=False``, so an object array
 in the archive is refused, and every array is checked against the header before use.
 """
 
@@ -26,14 +28,15 @@ import scipy
 import scipy.sparse as sp
 from numpy.lib.npyio import NpzFile
 
-from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25
+from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25, split_terms
 from jlse.models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE, FIELDS, LinkIndex
 from jlse.models.qlearning import q_learning
 
 logger = logging.getLogger(__name__)
 
 FORMAT = "jlse-qtable"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a field's terms as one byte array (1: a JSON list); both are read
+READ_VERSIONS = (1, 2)
 HEADER_KEY = "header"
 
 
@@ -66,8 +69,12 @@ class QTable:
             arrays[f"{name}.data"] = weights.data
             arrays[f"{name}.indices"] = weights.indices
             arrays[f"{name}.indptr"] = weights.indptr
-            vocabulary = sorted(bm25.vocabulary_, key=bm25.vocabulary_.__getitem__)
-            fields[name] = {"vocabulary": vocabulary, "avgdl": bm25.avgdl_}
+            packed = bm25.packed_terms_
+            if packed.plain:  # the terms as one byte array (no Python string per term)
+                arrays[f"{name}.terms"] = packed.chars
+                fields[name] = {"n_terms": packed.n_terms, "avgdl": bm25.avgdl_}
+            else:  # a term holds a NUL: a JSON list
+                fields[name] = {"vocabulary": bm25.terms_, "avgdl": bm25.avgdl_}
         header = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -134,6 +141,15 @@ class QTable:
         buffer = io.BytesIO()
         self._write(buffer)
         return buffer.getvalue()
+
+    def write_to(self, out: IO[bytes]) -> None:
+        """Write the archive of :meth:`to_bytes` into a seekable binary file."""
+        self._write(out)
+
+    @classmethod
+    def read_from(cls, source: IO[bytes]) -> QTable:
+        """:meth:`from_bytes` of a seekable binary file (read member by member, never whole)."""
+        return cls._read(source)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> QTable:
@@ -206,7 +222,7 @@ def _json_scalar(value: Any) -> Any:
 def _check_format(header: dict[str, Any]) -> None:
     if header.get("format") != FORMAT:
         raise ValueError(f"Q-table: not a {FORMAT} archive (format {header.get('format')!r})")
-    if header.get("format_version") != FORMAT_VERSION:
+    if header.get("format_version") not in READ_VERSIONS:
         raise ValueError(f"Q-table: format version {header.get('format_version')!r} is not "
                          f"supported (this code reads version {FORMAT_VERSION})")
 
@@ -214,8 +230,18 @@ def _check_format(header: dict[str, Any]) -> None:
 def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[str, Any],
                        n_vertices: int) -> FieldBM25:
     state = header["fields"][name]
-    vocabulary = {term: column for column, term in enumerate(state["vocabulary"])}
-    if len(vocabulary) != len(state["vocabulary"]):
+    if "vocabulary" in state:
+        terms = state["vocabulary"]
+    else:
+        chars = arrays.get(f"{name}.terms")
+        if chars is None or chars.dtype != np.uint8 or chars.ndim != 1:
+            raise ValueError(f"field {name}: missing or malformed terms")
+        try:
+            terms = split_terms(chars, int(state["n_terms"]))
+        except ValueError as exc:  # among them UnicodeDecodeError
+            raise ValueError(f"field {name}: terms: {exc}") from None
+    vocabulary = dict(zip(terms, range(len(terms)), strict=True))
+    if len(vocabulary) != len(terms):
         raise ValueError(f"field {name}: duplicate vocabulary terms")
     data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
     indices = _array(arrays, f"{name}.indices", np.int64)

@@ -171,7 +171,7 @@ def test_damaged_archives_are_a_value_error(qtable: QTable, damage: str) -> None
         elif damage == "bad rescore":
             header["rescore"] = 0
         elif damage == "bad vocabulary":
-            header["fields"]["anchor"]["vocabulary"] = header["fields"]["anchor"]["vocabulary"][:-1]
+            header["fields"]["anchor"]["n_terms"] -= 1
         else:
             arrays["q"] = arrays["q"][:-1]
         if header is None:

@@ -9,6 +9,7 @@ import io
 import logging
 import os
 import pickle
+import tempfile
 import threading
 import uuid
 
@@ -310,6 +311,11 @@ def test_publish_and_versions_on_a_redis_cluster(redis_cluster_client):
         store.publish(make_table(version))
     assert store.current_version() == 3 and store.versions() == [2, 3]
     np.testing.assert_array_equal(store.load().q, make_table(3).q)
+    chunked = RedisQTableStore(redis_cluster_client, prefix, keep_versions=2, chunk_bytes=1024)
+    for version in (4, 5):  # in chunks: their keys share the prefix's slot
+        chunked.publish(make_table(version))
+    assert chunked.versions() == [4, 5] and chunked.load().version == 5
+    np.testing.assert_array_equal(chunked.load(4).q, make_table(4).q)
     store.clear()
 
 
@@ -404,3 +410,128 @@ def test_a_cache_others_can_write_is_not_used(tmp_path, caplog):
         cache.get(version, lambda: b"blob")
     assert sorted(path.name for path in cache.directory.glob("v*")) == \
         ["v3.qtable", "v4.qtable", "v5.qtable"]  # the newest KEEP
+
+
+# --- tables larger than a Redis string: chunks --------------------------------------------------
+
+def chunked_store(store: RedisQTableStore, chunk_bytes: int = 1024, **kwargs) -> RedisQTableStore:
+    """A store of the same prefix whose tables go to Redis in chunks of ``chunk_bytes``."""
+    return RedisQTableStore(store.client, store.prefix, chunk_bytes=chunk_bytes, **kwargs)
+
+
+def test_a_table_larger_than_a_chunk_is_stored_in_chunks_and_reassembled(store, redis_client,
+                                                                         tmp_path):
+    from jlse.learner.publish import MANIFEST
+    from jlse.learner.qtable_cache import MachineCache
+
+    table = make_table(1)
+    size = len(table.to_bytes())
+    writer = chunked_store(store)
+    assert writer.publish(table) == 1
+    n_chunks = -(-size // 1024)
+    assert n_chunks >= 3  # the test table spans several chunks
+    assert redis_client.get(store.blob_key(1)).startswith(MANIFEST)
+    chunks = [redis_client.get(store.chunk_key(1, i)) for i in range(n_chunks)]
+    assert all(len(chunk) == 1024 for chunk in chunks[:-1]) and 0 < len(chunks[-1]) <= 1024
+    assert b"".join(chunks)[:2] == b"PK" and len(b"".join(chunks)) == size
+    assert all(redis_client.ttl(store.chunk_key(1, i)) == -1 for i in range(n_chunks))
+    assert redis_client.exists(store.chunk_key(1, n_chunks)) == 0
+    # Read back without a cache (in memory) and through a machine cache (a file).
+    for reader in (store, RedisQTableStore(store.client, store.prefix,
+                                           cache=MachineCache.for_prefix(store.prefix, tmp_path))):
+        loaded = reader.load()
+        assert loaded.version == 1
+        np.testing.assert_array_equal(loaded.q, table.q)
+        np.testing.assert_allclose(loaded.predicted(*LINKS), table.predicted(*LINKS))
+    cached = MachineCache.for_prefix(store.prefix, tmp_path).path(1)
+    assert cached.read_bytes()[:2] == b"PK" and cached.stat().st_size == size
+
+
+def test_collected_versions_take_their_chunks_with_them(store, redis_client):
+    writer = chunked_store(store, keep_versions=1)
+    writer.publish(make_table(1))
+    assert redis_client.hget(store.prefix + "chunks", "1") is not None
+    writer.publish(make_table(2))
+    assert writer.versions() == [2]
+    assert list(redis_client.scan_iter(match=store.prefix + "v1*")) == []
+    assert redis_client.hget(store.prefix + "chunks", "1") is None
+    writer.publish(make_table(3))
+    # v4 in one piece (the default chunk size): v3's chunks go all the same
+    RedisQTableStore(store.client, store.prefix, keep_versions=1).publish(make_table(4))
+    assert sorted(key.decode() for key in redis_client.scan_iter(match=store.prefix + "v[0-9]*")) \
+        == [store.blob_key(4)]
+    assert redis_client.hlen(store.prefix + "chunks") == 0
+
+
+def test_a_publication_cut_short_is_never_seen_and_its_chunks_expire(store, redis_client,
+                                                                     tmp_path, clock):
+    from jlse.learner.qtable_cache import MachineCache
+
+    writer = chunked_store(store)
+    writer.publish(make_table(1))
+    reader = RedisQTableStore(store.client, store.prefix,
+                              cache=MachineCache.for_prefix(store.prefix, tmp_path))
+    source = RedisQTableSource(reader, check_every=2.0, clock=clock)
+    assert source().version == 1
+    # The learner dies after writing v2's chunks, before the script that publishes them.
+    with tempfile.TemporaryFile() as archive:
+        make_table(2).write_to(archive)
+        size = archive.tell()
+        archive.seek(0)
+        writer._write_chunks(2, archive, size)
+    assert 0 < redis_client.ttl(store.chunk_key(2, 0)) <= 3600
+    clock.advance(2.0)
+    assert source().version == 1 and store.current_version() == 1 and reader.load(2) is None
+    # The script refuses a manifest whose chunks are not all there.
+    redis_client.delete(store.chunk_key(2, 1))
+    with pytest.raises(redis.ResponseError, match="chunk 1 of v2 is missing"):
+        writer._publish(keys=[store.current_key], args=[store.prefix, 2, b"x", 3, 2])
+    assert store.current_version() == 1
+    writer.publish(make_table(2, reward=2.0))
+    clock.advance(2.0)
+    table = source()
+    assert table.version == 2 and redis_client.ttl(store.chunk_key(2, 0)) == -1
+    np.testing.assert_allclose(table.predicted(*LINKS), make_table(2, reward=2.0).predicted(*LINKS))
+
+
+def test_a_chunk_gone_or_damaged_midway_keeps_the_previous_table(store, redis_client, tmp_path,
+                                                                 clock):
+    from jlse.learner.qtable_cache import MachineCache
+
+    writer = chunked_store(store)
+    writer.publish(make_table(1))
+    cache = MachineCache.for_prefix(store.prefix, tmp_path)
+    source = RedisQTableSource(RedisQTableStore(store.client, store.prefix, cache=cache),
+                               check_every=2.0, clock=clock)
+    assert source().version == 1
+    writer.publish(make_table(2))
+    redis_client.delete(store.chunk_key(2, 2))  # as if collected while being read
+    clock.advance(2.0)
+    assert source().version == 1 and not cache.path(2).exists()
+    assert list(cache.directory.glob("*.part")) == []  # no half-written file left behind
+    writer.publish(make_table(3))
+    redis_client.setrange(store.chunk_key(3, 1), 10, b"\xff\xfe")  # damaged in place
+    with pytest.raises(ValueError, match="do not match its manifest"):
+        store.load(3)
+    clock.advance(2.0)
+    assert source().version == 1 and "manifest" in source.last_error
+    writer.publish(make_table(4))
+    clock.advance(2.0)
+    assert source().version == 4
+
+
+def test_processes_of_a_machine_download_a_chunked_version_once(store, tmp_path):
+    from jlse.learner.qtable_cache import MachineCache
+
+    chunked_store(store).publish(make_table(1))
+    n_chunks = int(store.client.hget(store.prefix + "chunks", "1"))
+    processes = []
+    for _ in range(4):
+        counting = _CountingGets(store.client)
+        reader = RedisQTableStore(counting, store.prefix,
+                                  cache=MachineCache.for_prefix(store.prefix, tmp_path))
+        processes.append((counting, RedisQTableSource(reader)))
+    for _, source in processes:
+        assert source.refresh() and source.version == 1
+    # The manifest and each chunk once, by the first process; the others read its file.
+    assert [counting.blob_gets for counting, _ in processes] == [1 + n_chunks, 0, 0, 0]
