@@ -18,7 +18,10 @@ Per size, in a fresh process (its own peak RSS):
   less its database read (which reads only the new rows).
 
 Each also times a reassembly of the link index from the kept term counts (what a round does
-each time G_w has grown by ``index_growth``, 10%).
+each time G_w has grown by ``index_growth``, 10%), after dropping the round's table, as the
+distributed learner does once it has published it (the embedded crawl keeps serving the old
+table while the new index is made: both indexes at once). The peak RSS includes the generated
+crawl (``generator_rss_mb``: the process's RSS once it is generated, before the learner).
 
     python benchmarks/bench_learner_incremental.py [--sizes 1000000,10000000] [--new 10000]
                                                    [--pg-max 1000000] [--scratch-max 1000000]
@@ -31,6 +34,7 @@ import argparse
 import io
 import json
 import multiprocessing
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -186,6 +190,7 @@ def measure_postgres(admin_url: str, n_vertices: int, n_new: int, scratch: bool)
             table = learner.learn(store, 2)
             round_s = time.perf_counter() - started
             figures = _figures("postgresql", learner, first, round_s, table, load_s)
+            del table  # published and dropped, as by the distributed learner
             if scratch:
                 started = time.perf_counter()
                 Learner(settings).learn(store, 3)
@@ -205,6 +210,7 @@ def measure_direct(n_vertices: int, n_new: int) -> dict:
     before, new = held_out(crawl, n_new)
     is_result = np.zeros(len(crawl.parent_ids) + 1, dtype=bool)
     is_result[crawl.results] = True
+    generator_rss = current_rss_mb()
     learner = IncrementalLearner(Settings(strategy="jlse"))
     started = time.perf_counter()
     for start in range(0, len(before), LOAD_BATCH):
@@ -221,6 +227,8 @@ def measure_direct(n_vertices: int, n_new: int) -> dict:
     round_s = time.perf_counter() - started
     figures = _figures("direct", learner, first, round_s, table)
     figures["peak_rss_mb_loaded"] = loaded_rss  # before the first index
+    figures["generator_rss_mb"] = generator_rss
+    del table  # published and dropped, as by the distributed learner
     figures.update(_reassembly(learner))
     return figures
 
@@ -233,6 +241,11 @@ def _figures(how: str, learner: IncrementalLearner, first: float, round_s: float
             "round_steps_up": learner.last_steps, "indexed": learner.n_indexed,
             "table_q": len(table.q), "learner_mb": round(learner.nbytes / 2**20),
             "peak_rss_mb_after_round": peak_rss_mb()}
+
+
+def current_rss_mb() -> int:
+    with open("/proc/self/statm") as statm:
+        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
 
 
 def _reassembly(learner: IncrementalLearner) -> dict:
@@ -252,6 +265,8 @@ def show(figures: dict) -> None:
     scratch = figures.get("from_scratch_s")
     loaded = figures.get("peak_rss_mb_loaded")
     loaded = "" if loaded is None else f", {loaded} MB before the first index"
+    if figures.get("generator_rss_mb") is not None:
+        loaded += f"; the generated crawl {figures['generator_rss_mb']} MB of it"
     print(f"{figures['vertices']:>11,} vertices ({figures['loaded']:<10}) "
           f"round +{figures['new']:,} results {figures['round_s']:7.3f} s   "
           f"from scratch {'-' if scratch is None else f'{scratch:7.2f} s'}   "

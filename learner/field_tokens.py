@@ -43,8 +43,8 @@ class FieldTokens:
         self._hashes = np.zeros(0, dtype=np.int64)  # hash(term), ascending ...
         self._ids = np.zeros(0, dtype=np.int64)  # ... and its term id
         self.collisions = 0  # tokens taken for another term of the same hash
-        self.doc_freq = Growable(np.int64)
-        self.indptr = Growable(np.int64)
+        self.doc_freq = Growable(np.int32)  # documents <= vertices < 2**31
+        self.indptr = Growable(np.int32)  # int64 once a field has 2**31 postings
         self.indptr.extend([0])
         self.terms = Growable(np.int32)
         self.counts = Growable(np.uint8)
@@ -87,7 +87,10 @@ class FieldTokens:
         entries = entries_per_doc[doc_index]
         self.terms.extend(doc_terms[positions])
         self.counts.extend(np.minimum(counts[positions], MAX_COUNT))
-        self.indptr.extend(self.indptr.view()[-1] + np.cumsum(entries))
+        ends = int(self.indptr.view()[-1]) + np.cumsum(entries)
+        if len(ends) and ends[-1] > np.iinfo(self.indptr.dtype).max:
+            self.indptr.widen(np.int64)
+        self.indptr.extend(ends)
         lengths = tokens_per_doc[doc_index]
         self.lengths.extend(lengths)
         self.total_length += int(lengths.sum())
@@ -164,7 +167,8 @@ class FieldTokens:
         weights = _weights(self.counts.view(), np.repeat(norm.astype(WEIGHT_DTYPE),
                                                          np.diff(indptr)), k1)
         field.doc_weights_ = sp.csr_matrix(
-            (weights, self.terms.view().astype(index, copy=False), indptr.astype(index)),
+            (weights, self.terms.view().astype(index, copy=False),
+             indptr.astype(index, copy=False)),
             shape=(n_docs, n_terms))
         return field
 

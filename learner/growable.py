@@ -30,6 +30,14 @@ class Growable:
     def view(self) -> np.ndarray:
         return self._data[: self._size]
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data.dtype
+
+    def widen(self, dtype: type) -> None:
+        """Hold ``dtype`` from now on (values copied; views taken earlier keep the old ones)."""
+        self._data = self._data.astype(dtype)
+
     def extend(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=self._data.dtype).reshape(-1)
         end = self._size + len(values)

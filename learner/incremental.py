@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import numpy as np
 
@@ -168,6 +169,7 @@ class IncrementalLearner:
         index = LinkIndex.from_fields(fields, tuple(s.field_weights),
                                       max_postings=tuple(s.link_search_postings),
                                       rescore=s.link_search_rescore, search=False)
+        index.uid = uuid.uuid4().hex  # the tables of the rounds until the next assembly share it
         release_memory()
         return index
 

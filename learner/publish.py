@@ -52,6 +52,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 import tempfile
 import threading
 import time
@@ -62,7 +63,8 @@ import redis
 
 from jlse.learner.background import QTableHolder
 from jlse.learner.qtable_cache import MachineCache
-from jlse.models.qtable import QTable
+from jlse.models.link_index import LinkIndex
+from jlse.models.qtable import QTable, index_from_archive, read_archive, write_index
 
 log = logging.getLogger(__name__)
 
@@ -71,31 +73,65 @@ KEEP_VERSIONS = 3
 CHUNK_BYTES = 64 * 2**20  # a larger archive is stored as chunks of this size
 CHUNK_TTL = 3600  # seconds a chunk lives until its publication's script keeps it
 MAX_CHUNKS = 1 << 16  # a manifest naming more is refused (forged or damaged)
+_REF = re.compile(r"[0-9a-f]{1,64}")  # a shared index's name (LinkIndex.uid)
 MANIFEST = b"jlse-qtable-chunks\n"  # the first bytes of a chunked version's P + "v" + N
 
-# ARGV: prefix, version, blob or manifest, keep_versions, number of chunks (0: the blob itself).
-# Returns the current version after the call; an error if a chunk is missing.
+# ARGV: prefix, version, blob or manifest, keep_versions, number of chunks (0: the blob itself),
+# the index it shares ('' for none), that index's chunks (-1: it was stored before). Returns the
+# current version after the call; an error if a chunk or the index is missing.
 _PUBLISH = r"""
 local P, version, keep, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local CURRENT, VERSIONS, CHUNKS = P .. 'current', P .. 'versions', P .. 'chunks'
+local ref, index_chunks = ARGV[6], tonumber(ARGV[7])
+local CURRENT, VERSIONS, CHUNKS, INDEXES = P .. 'current', P .. 'versions', P .. 'chunks',
+  P .. 'indexes'
 local blob = P .. 'v' .. ARGV[2]
-for i = 0, n - 1 do
-  if redis.call('EXISTS', blob .. ':' .. i) == 0 then
-    return redis.error_reply('Q-table chunk ' .. i .. ' of v' .. ARGV[2] .. ' is missing')
+local function check(key, count)
+  for i = 0, count - 1 do
+    if redis.call('EXISTS', key .. ':' .. i) == 0 then
+      return redis.error_reply('Q-table chunk ' .. i .. ' of ' .. key .. ' is missing')
+    end
   end
 end
-local before = tonumber(redis.call('HGET', CHUNKS, ARGV[2]) or '0')
-for i = n, before - 1 do
-  redis.call('UNLINK', blob .. ':' .. i)
+local function keep_chunks(key, field, count)
+  local before = tonumber(redis.call('HGET', CHUNKS, field) or '0')
+  for i = count, before - 1 do
+    redis.call('UNLINK', key .. ':' .. i)
+  end
+  for i = 0, count - 1 do
+    redis.call('PERSIST', key .. ':' .. i)
+  end
+  if count > 0 then
+    redis.call('HSET', CHUNKS, field, count)
+  else
+    redis.call('HDEL', CHUNKS, field)
+  end
 end
-for i = 0, n - 1 do
-  redis.call('PERSIST', blob .. ':' .. i)
+local function drop(key, field)
+  local chunks = tonumber(redis.call('HGET', CHUNKS, field) or '0')
+  for i = 0, chunks - 1 do
+    redis.call('UNLINK', key .. ':' .. i)
+  end
+  redis.call('HDEL', CHUNKS, field)
+  redis.call('UNLINK', key)
 end
-if n > 0 then
-  redis.call('HSET', CHUNKS, ARGV[2], n)
+local missing = check(blob, n)
+if missing then return missing end
+if ref ~= '' then
+  local index = P .. 'i' .. ref
+  if redis.call('EXISTS', index) == 0 then
+    return redis.error_reply('Q-table index ' .. ref .. ' is missing')
+  end
+  if index_chunks >= 0 then
+    missing = check(index, index_chunks)
+    if missing then return missing end
+    redis.call('PERSIST', index)
+    keep_chunks(index, 'i' .. ref, index_chunks)
+  end
+  redis.call('HSET', INDEXES, ARGV[2], ref)
 else
-  redis.call('HDEL', CHUNKS, ARGV[2])
+  redis.call('HDEL', INDEXES, ARGV[2])
 end
+keep_chunks(blob, ARGV[2], n)
 redis.call('SET', blob, ARGV[3])
 redis.call('ZADD', VERSIONS, version, ARGV[2])
 local current = tonumber(redis.call('GET', CURRENT) or '0')
@@ -104,16 +140,23 @@ if version > current then
   current = version
 end
 local old = redis.call('ZRANGE', VERSIONS, 0, -(keep + 1))
+local orphans = {}
 for _, member in ipairs(old) do
   if tonumber(member) ~= current then
-    local chunks = tonumber(redis.call('HGET', CHUNKS, member) or '0')
-    for i = 0, chunks - 1 do
-      redis.call('UNLINK', P .. 'v' .. member .. ':' .. i)
+    drop(P .. 'v' .. member, member)
+    local shared = redis.call('HGET', INDEXES, member)
+    if shared then
+      orphans[shared] = true
+      redis.call('HDEL', INDEXES, member)
     end
-    redis.call('HDEL', CHUNKS, member)
-    redis.call('UNLINK', P .. 'v' .. member)
     redis.call('ZREM', VERSIONS, member)
   end
+end
+for _, shared in ipairs(redis.call('HVALS', INDEXES)) do
+  orphans[shared] = nil
+end
+for shared, _ in pairs(orphans) do
+  drop(P .. 'i' .. shared, 'i' .. shared)
 end
 return current
 """
@@ -156,14 +199,19 @@ class RedisQTableStore:
         self.chunk_bytes = chunk_bytes
         self.current_key = prefix + "current"
         self.versions_key = prefix + "versions"
+        self.last_published_bytes = 0  # bytes written to Redis by the last publish
+        self._last_index: tuple[str, LinkIndex] | None = None  # the last shared index read
         self._publish = client.register_script(_PUBLISH)
         self._next_version = client.register_script(_NEXT_VERSION)
 
     def blob_key(self, version: int) -> str:
         return f"{self.prefix}v{int(version)}"
 
+    def index_key(self, ref: str) -> str:
+        return f"{self.prefix}i{ref}"
+
     def chunk_key(self, version: int, chunk: int) -> str:
-        return f"{self.prefix}v{int(version)}:{int(chunk)}"
+        return f"{self.blob_key(version)}:{int(chunk)}"
 
     def next_version(self) -> int:
         """A version number no other caller of this prefix ever gets (atomic)."""
@@ -172,28 +220,52 @@ class RedisQTableStore:
     def publish(self, table: QTable) -> int:
         """Store ``table`` as its version, make it current if newest, GC; the current version.
 
-        The archive is written to a temporary file first; above ``chunk_bytes`` it goes to
-        Redis in chunks (module docstring)."""
+        A table whose index has a ``uid`` (the incremental learner's) stores that index once,
+        under its own key, and the version as Q alone naming it; archives go to Redis in
+        chunks above ``chunk_bytes`` (module docstring)."""
         version = int(table.version)
         if version < 1:
             raise ValueError(f"Q-table version must be at least 1, not {version}")
+        ref = getattr(table.index, "uid", None)
+        index_chunks, index_size = -1, 0
+        if ref is not None and self.client.ttl(self.index_key(ref)) != -1:  # not kept yet
+            index_chunks, index_size, _ = self._stage(
+                self.index_key(ref), lambda out: write_index(table.index, out), expire=True)
+        n_chunks, size, payload = self._stage(self.blob_key(version),
+                                              lambda out: table.write_to(out, ref))
+        current = self._publish(keys=[self.current_key],
+                                args=[self.prefix, version, payload, self.keep_versions,
+                                      n_chunks, ref or "", index_chunks])
+        self.last_published_bytes = size + index_size
+        log.info("published Q-table v%d (%d bytes%s%s) under %s; current is v%d", version, size,
+                 f" in {n_chunks} chunks" if n_chunks else "",
+                 "" if ref is None else f", index {ref}: " + (
+                     "stored before" if index_chunks < 0 else f"{index_size} bytes"),
+                 self.prefix, int(current))
+        return int(current)
+
+    def _stage(self, key: str, write: Callable[[IO[bytes]], None],
+               expire: bool = False) -> tuple[int, int, bytes | None]:
+        """Write an archive to a temporary file, then to Redis: chunks first if it is larger
+        than ``chunk_bytes`` (expiring until the publishing script keeps them). Returns (chunks,
+        bytes, what the script stores under ``key``); with ``expire`` the script expects
+        ``key`` itself written, expiring, and the third item is None."""
         with tempfile.TemporaryFile() as archive:
-            table.write_to(archive)
+            write(archive)
             size = archive.tell()
             archive.seek(0)
             if size <= self.chunk_bytes:
-                payload, n_chunks = archive.read(), 0
+                n_chunks, payload = 0, archive.read()
             else:
-                payload, n_chunks = self._write_chunks(version, archive, size), -(-size // self.chunk_bytes)
-        current = self._publish(keys=[self.current_key],
-                                args=[self.prefix, version, payload, self.keep_versions, n_chunks])
-        log.info("published Q-table v%d (%d bytes%s) under %s; current is v%d", version, size,
-                 f" in {n_chunks} chunks" if n_chunks else "", self.prefix, int(current))
-        return int(current)
+                n_chunks, payload = self._write_chunks(key, archive, size)
+        if expire:
+            self.client.set(key, payload, ex=CHUNK_TTL)
+            return n_chunks, size, None
+        return n_chunks, size, payload
 
-    def _write_chunks(self, version: int, archive: IO[bytes], size: int) -> bytes:
+    def _write_chunks(self, key: str, archive: IO[bytes], size: int) -> tuple[int, bytes]:
         """SET each chunk of ``archive`` (expiring until the publishing script keeps it); the
-        manifest naming them."""
+        number of chunks and the manifest naming them."""
         digest = hashlib.sha256()
         chunk = 0
         while True:
@@ -201,11 +273,11 @@ class RedisQTableStore:
             if not data:
                 break
             digest.update(data)
-            self.client.set(self.chunk_key(version, chunk), data, ex=CHUNK_TTL)
+            self.client.set(f"{key}:{chunk}", data, ex=CHUNK_TTL)
             chunk += 1
             del data
         manifest = {"chunks": chunk, "bytes": size, "sha256": digest.hexdigest()}
-        return MANIFEST + json.dumps(manifest).encode()
+        return chunk, MANIFEST + json.dumps(manifest).encode()
 
     def current_version(self) -> int:
         """The current version, 0 when none was published."""
@@ -219,33 +291,78 @@ class RedisQTableStore:
     def load(self, version: int | None = None) -> QTable | None:
         """Version ``version`` (default: the current one); None if it is not stored.
 
-        ValueError if the blob is not a valid Q-table of that version (never unpickled)."""
+        ValueError if the blob is not a valid Q-table of that version (never unpickled). A
+        version that shares the index of the last one this store loaded reuses that index
+        object: only Q is read."""
         if version is None:
             version = self.current_version()
             if version == 0:
                 return None
         key = self.blob_key(version)
-        if self.cache is None:
-            return self._load_from_redis(key, version)
+        archive = self._archive(key, f"v{int(version)}.qtable", version)
+        if archive is None:
+            return None
+        arrays, header = archive
+        index = None
+        ref = header.get("index")
+        if ref is not None:
+            index = self._index(str(ref))
+            if index is None:
+                return None
         try:
-            path = self.cache.fetch(version, lambda out: self.download(version, out))
+            table = QTable.from_arrays(arrays, header, index)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+        if table.version != version:
+            raise ValueError(f"{key}: holds Q-table version {table.version}")
+        return table
+
+    def _index(self, ref: str) -> LinkIndex | None:
+        """The shared index ``ref``: the last one loaded if it is that one, else read."""
+        if self._last_index is not None and self._last_index[0] == ref:
+            return self._last_index[1]
+        if not _REF.fullmatch(ref):
+            raise ValueError(f"Q-table: invalid index name {ref!r}")
+        key = self.index_key(ref)
+        archive = self._archive(key, f"i{ref}.qtable", None)
+        if archive is None:
+            return None
+        arrays, header = archive
+        try:
+            index = index_from_archive(arrays, header)
+        except ValueError as exc:
+            raise ValueError(f"{key}: {exc}") from None
+        index.uid = ref
+        self._last_index = (ref, index)
+        return index
+
+    def _archive(self, key: str, file_name: str,
+                 version: int | None) -> tuple[dict, dict] | None:
+        """The arrays and header of the archive under ``key``: through the machine's cache
+        (as ``file_name``), else from Redis; None if it is not stored."""
+        if self.cache is None:
+            return self._archive_from_redis(key)
+        try:
+            path = self.cache.fetch_file(file_name, lambda out: self.download(key, out),
+                                         version)
             if path is None:
                 return None
             with open(path, "rb") as source:
-                return self._parse(key, version, source)
+                return _read(key, source)
         except ValueError:  # a bad copy on this machine: Redis's own, once more
-            self.cache.discard(version)
-            return self._load_from_redis(key, version)
+            self.cache.discard_file(file_name)
+            return self._archive_from_redis(key)
         except OSError as exc:  # the cache's disk: this process downloads its own
-            log.warning("Q-table cache %s failed (%s); reading v%d from Redis",
-                        self.cache.directory, exc, version)
-            return self._load_from_redis(key, version)
+            log.warning("Q-table cache %s failed (%s); reading %s from Redis",
+                        self.cache.directory, exc, key)
+            return self._archive_from_redis(key)
 
-    def download(self, version: int, out: IO[bytes]) -> bool:
-        """Write version ``version``'s archive into ``out`` (reassembled from its chunks if
-        it has some); False if it is not stored (or was collected midway). ValueError if the
-        chunks do not match their manifest."""
-        key = self.blob_key(version)
+    def download(self, key: str | int, out: IO[bytes]) -> bool:
+        """Write the archive under ``key`` (a key, or a version number) into ``out``
+        (reassembled from its chunks if it has some); False if it is not stored (or was
+        collected midway). ValueError if the chunks do not match their manifest."""
+        if not isinstance(key, str):
+            key = self.blob_key(key)
         head = self.client.get(key)
         if head is None:
             return False
@@ -255,7 +372,7 @@ class RedisQTableStore:
         n_chunks, size, expected = _manifest(key, head[len(MANIFEST):])
         digest, written = hashlib.sha256(), 0
         for chunk in range(n_chunks):
-            data = self.client.get(self.chunk_key(version, chunk))
+            data = self.client.get(f"{key}:{chunk}")
             if data is None:
                 return False
             digest.update(data)
@@ -266,22 +383,12 @@ class RedisQTableStore:
                              f"of {size}, or another SHA-256)")
         return True
 
-    def _load_from_redis(self, key: str, version: int) -> QTable | None:
+    def _archive_from_redis(self, key: str) -> tuple[dict, dict] | None:
         buffer = io.BytesIO()
-        if not self.download(version, buffer):
+        if not self.download(key, buffer):
             return None
         buffer.seek(0)
-        return self._parse(key, version, buffer)
-
-    @staticmethod
-    def _parse(key: str, version: int, source: IO[bytes]) -> QTable:
-        try:
-            table = QTable.read_from(source)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-        if table.version != version:
-            raise ValueError(f"{key}: holds Q-table version {table.version}")
-        return table
+        return _read(key, buffer)
 
     def clear(self) -> int:
         """Delete every key under the prefix (counter included); how many."""
@@ -380,6 +487,13 @@ class RedisQTableSource:
         if self._failing:
             self._failing = False
             log.info("Q-table source: Redis reachable again")
+
+
+def _read(key: str, source: IO[bytes]) -> tuple[dict, dict]:
+    try:
+        return read_archive(source)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc}") from None
 
 
 def _manifest(key: str, text: bytes) -> tuple[int, int, str]:

@@ -29,6 +29,7 @@ from typing import IO
 log = logging.getLogger(__name__)
 
 KEEP = 3  # versions kept per crawl
+KEEP_INDEXES = 2  # shared link indexes kept per crawl (the newest)
 
 
 def default_root() -> Path:
@@ -89,7 +90,13 @@ class MachineCache:
         ``download(file)`` writes (True: it did; False: not stored), kept for the other
         processes. None if the download found none. A large version (chunks) streams to the
         file: the download never holds it whole in memory."""
-        path = self.path(version)
+        return self.fetch_file(self.path(version).name, download, version)
+
+    def fetch_file(self, name: str, download: Callable[[IO[bytes]], bool],
+                   version: int | None = None) -> Path | None:
+        """:meth:`fetch` of any file of the cache (a version's, ``version``, or a shared
+        index's: the newest ``KEEP_INDEXES`` of those stay)."""
+        path = self.directory / name
         if path.exists():
             return path
         with self._locked():  # one process downloads, the others wait and read its file
@@ -106,12 +113,23 @@ class MachineCache:
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
                 raise
-            self._trim(version)
+            if version is not None:
+                self._trim(version)
+            else:
+                self._trim_indexes()
             return path
 
     def discard(self, version: int) -> None:
         """Forget a copy (it did not parse)."""
         self.path(version).unlink(missing_ok=True)
+
+    def discard_file(self, name: str) -> None:
+        (self.directory / name).unlink(missing_ok=True)
+
+    def _trim_indexes(self) -> None:
+        indexes = sorted(self.directory.glob("i*.qtable"), key=_modified, reverse=True)
+        for path in indexes[KEEP_INDEXES:]:
+            path.unlink(missing_ok=True)
 
     def _trim(self, newest: int) -> None:
         for path in self.directory.glob("v*.qtable"):
@@ -130,3 +148,10 @@ class MachineCache:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0

@@ -89,6 +89,9 @@ class LinkIndex:
         self.weights = weights
         self.max_postings = max_postings
         self.rescore = rescore
+        # A name for the fitted index that Q-table versions sharing it carry (the incremental
+        # learner's: it keeps one index for several rounds); None: each table has its own.
+        self.uid: str | None = None
 
     def fit(self, anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str]) -> Self:
         """Index one (anchor, url, context) triple per vertex; each distinct string is

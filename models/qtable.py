@@ -35,6 +35,7 @@ from jlse.models.qlearning import q_learning
 logger = logging.getLogger(__name__)
 
 FORMAT = "jlse-qtable"
+INDEX_FORMAT = "jlse-linkindex"  # a link index alone, shared by several Q-table versions
 FORMAT_VERSION = 2  # 2: a field's terms as one byte array (1: a JSON list); both are read
 READ_VERSIONS = (1, 2)
 HEADER_KEY = "header"
@@ -59,22 +60,14 @@ class QTable:
         predicted[matched] = score[matched] * self.q[best[matched]]
         return predicted
 
-    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Raw arrays and a JSON-able header holding the rest (vocabularies, parameters)."""
+    def to_arrays(self, index_ref: str | None = None) -> tuple[dict[str, np.ndarray],
+                                                                dict[str, Any]]:
+        """Raw arrays and a JSON-able header holding the rest (vocabularies, parameters).
+
+        With ``index_ref`` the link index is left out and the header names it instead (``index``):
+        a version that shares the index of an earlier one travels as Q alone (``learner/publish
+        .py``; the index is an archive of :func:`write_index`)."""
         arrays: dict[str, np.ndarray] = {"q": np.asarray(self.q, dtype=np.float64)}
-        fields: dict[str, Any] = {}
-        for name, bm25 in zip(FIELDS, self.index.fields_, strict=True):
-            weights = bm25.doc_weights_
-            arrays[f"{name}.idf"] = bm25.idf_
-            arrays[f"{name}.data"] = weights.data
-            arrays[f"{name}.indices"] = weights.indices
-            arrays[f"{name}.indptr"] = weights.indptr
-            packed = bm25.packed_terms_
-            if packed.plain:  # the terms as one byte array (no Python string per term)
-                arrays[f"{name}.terms"] = packed.chars
-                fields[name] = {"n_terms": packed.n_terms, "avgdl": bm25.avgdl_}
-            else:  # a term holds a NUL: a JSON list
-                fields[name] = {"vocabulary": bm25.terms_, "avgdl": bm25.avgdl_}
         header = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
@@ -82,35 +75,41 @@ class QTable:
             "created_at": float(self.created_at),
             "meta": self.meta,
             "n_vertices": int(self.index.n_vertices_),
-            "k1": float(self.index.k1),
-            "b": float(self.index.b),
-            "weights": [float(w) for w in self.index.weights],
-            "max_postings": [None if cap is None else int(cap) for cap in self.index.caps],
-            "rescore": int(self.index.rescore),
-            "fields": fields,
         }
+        if index_ref is None:
+            index_arrays, parameters = _index_arrays(self.index)
+            arrays.update(index_arrays)
+            header.update(parameters)
+        else:
+            header["index"] = str(index_ref)
         return arrays, header
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> QTable:
-        """The Q-table :meth:`to_arrays` described; ValueError if anything is missing or wrong."""
+    def from_arrays(cls, arrays: dict[str, np.ndarray], header: dict[str, Any],
+                    index: LinkIndex | None = None) -> QTable:
+        """The Q-table :meth:`to_arrays` described; ValueError if anything is missing or wrong.
+        A header that names its index (``index``) needs that index, as :func:`read_index` gave
+        it."""
         _check_format(header)
         try:
-            return cls._build(arrays, header)
+            return cls._build(arrays, header, index)
         except (KeyError, TypeError, ValueError) as exc:
             reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"Q-table: invalid arrays or header: {reason}") from None
 
     @classmethod
-    def _build(cls, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> QTable:
+    def _build(cls, arrays: dict[str, np.ndarray], header: dict[str, Any],
+               index: LinkIndex | None) -> QTable:
         n_vertices = int(header["n_vertices"])
         if n_vertices < 0:
             raise ValueError(f"n_vertices is {n_vertices}")
-        fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
-        # Archives written before the capped search existed lack its parameters: defaults.
-        index = LinkIndex.from_fields(fields, header["weights"],
-                                      max_postings=header.get("max_postings", DEFAULT_MAX_POSTINGS),
-                                      rescore=header.get("rescore", DEFAULT_RESCORE))
+        if "index" in header:
+            if index is None:
+                raise ValueError(f"it shares index {header['index']!r}, which was not given")
+            if index.n_vertices_ != n_vertices:
+                raise ValueError(f"its index has {index.n_vertices_} vertices, not {n_vertices}")
+        else:
+            index = _index_from_arrays(arrays, header, n_vertices)
         q = _array(arrays, "q", np.float64)
         if q.shape != (n_vertices,) or not np.all(np.isfinite(q)):
             raise ValueError(f"q has shape {q.shape} for {n_vertices} vertices or holds "
@@ -142,9 +141,11 @@ class QTable:
         self._write(buffer)
         return buffer.getvalue()
 
-    def write_to(self, out: IO[bytes]) -> None:
-        """Write the archive of :meth:`to_bytes` into a seekable binary file."""
-        self._write(out)
+    def write_to(self, out: IO[bytes], index_ref: str | None = None) -> None:
+        """Write the archive of :meth:`to_bytes` into a seekable binary file (without the
+        index, which it names, given ``index_ref``: :meth:`to_arrays`)."""
+        arrays, header = self.to_arrays(index_ref)
+        _write_archive(out, arrays, header)
 
     @classmethod
     def read_from(cls, source: IO[bytes]) -> QTable:
@@ -157,32 +158,102 @@ class QTable:
 
     def _write(self, out: IO[bytes]) -> None:
         arrays, header = self.to_arrays()
-        text = json.dumps(header, ensure_ascii=False, default=_json_scalar)
-        encoded = np.frombuffer(text.encode("utf-8"), np.uint8)
-        np.savez(out, **{HEADER_KEY: encoded}, **arrays)
+        _write_archive(out, arrays, header)
 
     @classmethod
     def _read(cls, source: IO[bytes]) -> QTable:
-        try:
-            loaded = np.load(source, allow_pickle=False)
-            if not isinstance(loaded, NpzFile):
-                raise ValueError("a single array, not an .npz archive")
-            with loaded as archive:
-                arrays = {key: archive[key] for key in archive.files}
-        except ValueError as exc:  # among them numpy's refusal of object (pickled) arrays
-            raise ValueError(f"Q-table: unreadable archive: {exc}") from None
-        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-            raise ValueError(f"Q-table: not an .npz archive: {exc!r}") from None
-        encoded = arrays.pop(HEADER_KEY, None)
-        if encoded is None or encoded.dtype != np.uint8 or encoded.ndim != 1:
-            raise ValueError("Q-table: missing or malformed header")
-        try:
-            header = json.loads(encoded.tobytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"Q-table: header is not JSON: {exc}") from None
-        if not isinstance(header, dict):
-            raise ValueError("Q-table: header is not a JSON object")
-        return cls.from_arrays(arrays, header)
+        return cls.from_arrays(*read_archive(source))
+
+
+def _write_archive(out: IO[bytes], arrays: dict[str, np.ndarray], header: dict[str, Any]) -> None:
+    text = json.dumps(header, ensure_ascii=False, default=_json_scalar)
+    encoded = np.frombuffer(text.encode("utf-8"), np.uint8)
+    np.savez(out, **{HEADER_KEY: encoded}, **arrays)
+
+
+def read_archive(source: IO[bytes]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and JSON header of a Q-table or index archive (nothing unpickled);
+    ValueError if it is not one."""
+    try:
+        loaded = np.load(source, allow_pickle=False)
+        if not isinstance(loaded, NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with loaded as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except ValueError as exc:  # among them numpy's refusal of object (pickled) arrays
+        raise ValueError(f"Q-table: unreadable archive: {exc}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ValueError(f"Q-table: not an .npz archive: {exc!r}") from None
+    encoded = arrays.pop(HEADER_KEY, None)
+    if encoded is None or encoded.dtype != np.uint8 or encoded.ndim != 1:
+        raise ValueError("Q-table: missing or malformed header")
+    try:
+        header = json.loads(encoded.tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"Q-table: header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise ValueError("Q-table: header is not a JSON object")
+    return arrays, header
+
+
+def write_index(index: LinkIndex, out: IO[bytes]) -> None:
+    """The archive of a link index alone (shared by the Q-table versions that name it)."""
+    arrays, parameters = _index_arrays(index)
+    header = {"format": INDEX_FORMAT, "format_version": FORMAT_VERSION,
+              "n_vertices": int(index.n_vertices_), **parameters}
+    _write_archive(out, arrays, header)
+
+
+def read_index(source: IO[bytes]) -> LinkIndex:
+    """The link index of a :func:`write_index` archive; ValueError if it is not one."""
+    return index_from_archive(*read_archive(source))
+
+
+def index_from_archive(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> LinkIndex:
+    """:func:`read_index` of an archive's arrays and header."""
+    _check_format(header, INDEX_FORMAT)
+    try:
+        return _index_from_arrays(arrays, header, int(header["n_vertices"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"link index: invalid arrays or header: {reason}") from None
+
+
+def _index_arrays(index: LinkIndex) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    arrays: dict[str, np.ndarray] = {}
+    fields: dict[str, Any] = {}
+    for name, bm25 in zip(FIELDS, index.fields_, strict=True):
+        weights = bm25.doc_weights_
+        arrays[f"{name}.idf"] = bm25.idf_
+        arrays[f"{name}.data"] = weights.data
+        arrays[f"{name}.indices"] = weights.indices
+        arrays[f"{name}.indptr"] = weights.indptr
+        packed = bm25.packed_terms_
+        if packed.plain:  # the terms as one byte array (no Python string per term)
+            arrays[f"{name}.terms"] = packed.chars
+            fields[name] = {"n_terms": packed.n_terms, "avgdl": bm25.avgdl_}
+        else:  # a term holds a NUL: a JSON list
+            fields[name] = {"vocabulary": bm25.terms_, "avgdl": bm25.avgdl_}
+    parameters = {
+        "k1": float(index.k1),
+        "b": float(index.b),
+        "weights": [float(w) for w in index.weights],
+        "max_postings": [None if cap is None else int(cap) for cap in index.caps],
+        "rescore": int(index.rescore),
+        "fields": fields,
+    }
+    return arrays, parameters
+
+
+def _index_from_arrays(arrays: dict[str, np.ndarray], header: dict[str, Any],
+                       n_vertices: int) -> LinkIndex:
+    if n_vertices < 0:
+        raise ValueError(f"n_vertices is {n_vertices}")
+    fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
+    # Archives written before the capped search existed lack its parameters: defaults.
+    return LinkIndex.from_fields(fields, header["weights"],
+                                 max_postings=header.get("max_postings", DEFAULT_MAX_POSTINGS),
+                                 rescore=header.get("rescore", DEFAULT_RESCORE))
 
 
 def build_qtable(version: int, anchors: Sequence[str], urls: Sequence[str],
@@ -219,9 +290,9 @@ def _json_scalar(value: Any) -> Any:
     raise TypeError(f"Q-table meta: {type(value).__name__} is not JSON serialisable")
 
 
-def _check_format(header: dict[str, Any]) -> None:
-    if header.get("format") != FORMAT:
-        raise ValueError(f"Q-table: not a {FORMAT} archive (format {header.get('format')!r})")
+def _check_format(header: dict[str, Any], expected: str = FORMAT) -> None:
+    if header.get("format") != expected:
+        raise ValueError(f"Q-table: not a {expected} archive (format {header.get('format')!r})")
     if header.get("format_version") not in READ_VERSIONS:
         raise ValueError(f"Q-table: format version {header.get('format_version')!r} is not "
                          f"supported (this code reads version {FORMAT_VERSION})")

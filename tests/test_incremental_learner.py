@@ -9,6 +9,7 @@ from jlse.learner.incremental import IncrementalLearner
 from jlse.learner.learner import Learner
 from jlse.learner.vertex_table import VertexTable
 from jlse.models.qlearning import q_learning
+from jlse.models.qtable import QTable
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store import StoreError, open_store
 from jlse.settings import Settings
@@ -201,3 +202,38 @@ def test_a_round_that_fails_midway_reads_the_graph_whole_next_time(store_url):
         table = learner.learn(store, 2)
         assert learner.rebuilds == 2
         assert_same_as_from_scratch(learner, store, table)
+
+
+def test_the_learners_index_gets_its_search_structures_only_where_it_is_searched(store):
+    crawl = RandomCrawl(store, seed=2)
+    crawl.grow(seeds=3, fetches=12)
+    while store.result_count() == 0:
+        crawl.grow(fetches=2)
+    table = IncrementalLearner(Settings(strategy="jlse", gamma=GAMMA)).learn(store, 1)
+    assert not table.index.prepared  # published as it is: no term-major postings, no dict
+    published = QTable.from_bytes(table.to_bytes())
+    assert published.index.prepared  # a worker loading it is ready to search
+    assert not table.index.prepared
+    links = (["phone review 3"], ["http://site1.test/shop/4"], ["price context 2"])
+    best, score = table.index.best_vertices(*links)  # the first search prepares it
+    assert table.index.prepared
+    assert (best.tolist(), score.tolist()) == tuple(
+        x.tolist() for x in published.index.best_vertices(*links))
+
+
+def test_field_tokens_number_terms_as_a_fit_and_count_hash_collisions():
+    from jlse.learner.field_tokens import FieldTokens
+    from jlse.models.link_tokens import text_tokens_many
+
+    field = FieldTokens(text_tokens_many)
+    field.add(["phone review", "camera phone", "phone"])
+    field.add(["deal review", "camera"])
+    assert [field.term(i) for i in range(field.n_terms)] == ["phone", "review", "camera", "deal"]
+    assert field.doc_freq.view().tolist() == [3, 2, 2, 1]
+    # Make "zebra" hash like "deal": it is taken for "deal", and counted.
+    field._hashes[np.flatnonzero(field._ids == 3)] = hash("zebra")
+    order = np.argsort(field._hashes, kind="stable")
+    field._hashes, field._ids = field._hashes[order], field._ids[order]
+    field.add(["zebra"])
+    assert field.collisions == 1 and field.n_terms == 4
+    assert field.bm25(2.0, 0.75).terms_ == ["phone", "review", "camera", "deal"]

@@ -110,6 +110,41 @@ def write_archive(path: Path, arrays: dict, header: dict) -> None:
     np.savez(path, **{HEADER_KEY: encoded}, **arrays)
 
 
+def test_terms_travel_as_one_byte_array_and_format_1_archives_are_still_read(
+        qtable: QTable, tmp_path: Path) -> None:
+    arrays, header = qtable.to_arrays()
+    assert header["format_version"] == FORMAT_VERSION == 2
+    for name, field in zip(("anchor", "url", "context"), qtable.index.fields_, strict=True):
+        assert arrays[f"{name}.terms"].dtype == np.uint8
+        assert "vocabulary" not in header["fields"][name]
+        assert header["fields"][name]["n_terms"] == len(field.vocabulary_)
+    for name, field in zip(("anchor", "url", "context"), qtable.index.fields_, strict=True):
+        del arrays[f"{name}.terms"]  # as format 1 wrote them: a list in the header
+        header["fields"][name] = {"vocabulary": field.terms_, "avgdl": field.avgdl_}
+    write_archive(tmp_path / "v1.npz", arrays, {**header, "format_version": 1})
+    assert_same_table(QTable.load(tmp_path / "v1.npz"), qtable)
+    np.testing.assert_allclose(QTable.load(tmp_path / "v1.npz").predicted(*LINKS),
+                               qtable.predicted(*LINKS))
+
+
+def test_a_term_holding_a_nul_is_listed_in_the_header(qtable: QTable) -> None:
+    from jlse.models.bm25 import FieldBM25
+    from jlse.models.link_index import LinkIndex
+
+    anchor = qtable.index.fields_[0]
+    odd = {("odd\x00" + term if term == "phone" else term): column
+           for term, column in anchor.vocabulary_.items()}
+    field = FieldBM25.from_learned(odd, anchor.idf_, anchor.doc_weights_, anchor.avgdl_,
+                                   k1=anchor.k1, b=anchor.b)
+    assert not field.packed_terms_.plain and field.packed_terms_.decode() == field.terms_
+    index = LinkIndex.from_fields([field, *qtable.index.fields_[1:]], qtable.index.weights)
+    table = QTable(version=1, index=index, q=qtable.q, created_at=1.0)
+    arrays, header = table.to_arrays()
+    assert "anchor.terms" not in arrays and "odd\x00phone" in header["fields"]["anchor"]["vocabulary"]
+    assert "url.terms" in arrays
+    assert QTable.from_bytes(table.to_bytes()).index.fields_[0].vocabulary_ == odd
+
+
 def test_load_refuses_another_format_version(qtable: QTable, tmp_path: Path) -> None:
     arrays, header = qtable.to_arrays()
     write_archive(tmp_path / "future.npz", arrays, {**header, "format_version": FORMAT_VERSION + 1})

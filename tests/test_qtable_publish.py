@@ -478,14 +478,14 @@ def test_a_publication_cut_short_is_never_seen_and_its_chunks_expire(store, redi
         make_table(2).write_to(archive)
         size = archive.tell()
         archive.seek(0)
-        writer._write_chunks(2, archive, size)
+        writer._write_chunks(store.blob_key(2), archive, size)
     assert 0 < redis_client.ttl(store.chunk_key(2, 0)) <= 3600
     clock.advance(2.0)
     assert source().version == 1 and store.current_version() == 1 and reader.load(2) is None
     # The script refuses a manifest whose chunks are not all there.
     redis_client.delete(store.chunk_key(2, 1))
-    with pytest.raises(redis.ResponseError, match="chunk 1 of v2 is missing"):
-        writer._publish(keys=[store.current_key], args=[store.prefix, 2, b"x", 3, 2])
+    with pytest.raises(redis.ResponseError, match="chunk 1 of .*v2 is missing"):
+        writer._publish(keys=[store.current_key], args=[store.prefix, 2, b"x", 3, 2, "", -1])
     assert store.current_version() == 1
     writer.publish(make_table(2, reward=2.0))
     clock.advance(2.0)
@@ -535,3 +535,67 @@ def test_processes_of_a_machine_download_a_chunked_version_once(store, tmp_path)
         assert source.refresh() and source.version == 1
     # The manifest and each chunk once, by the first process; the others read its file.
     assert [counting.blob_gets for counting, _ in processes] == [1 + n_chunks, 0, 0, 0]
+
+
+# --- versions sharing one index: Q alone per version ----------------------------------------------
+
+def sharing(table: QTable, uid: str) -> QTable:
+    table.index.uid = uid  # as the incremental learner names the index its rounds share
+    return table
+
+
+def test_versions_sharing_an_index_store_it_once_and_send_q_alone(store, redis_client, tmp_path):
+    from jlse.learner.qtable_cache import MachineCache
+
+    first = sharing(make_table(1), "a1")
+    store.publish(first)
+    whole = store.last_published_bytes
+    assert redis_client.ttl(store.index_key("a1")) == -1
+    second = QTable(version=2, index=first.index, q=first.q * 0.5, created_at=2.0)
+    store.publish(second)
+    assert store.last_published_bytes < whole / 3  # Q and a header, no index
+    with np.load(io.BytesIO(redis_client.get(store.blob_key(2))), allow_pickle=False) as archive:
+        assert sorted(archive.files) == ["header", "q"]
+    counting = _CountingGets(store.client)
+    reader = RedisQTableStore(counting, store.prefix,
+                              cache=MachineCache.for_prefix(store.prefix, tmp_path))
+    loaded = reader.load(1)
+    np.testing.assert_allclose(loaded.predicted(*LINKS), first.predicted(*LINKS))
+    gets = counting.blob_gets
+    loaded_2 = reader.load(2)
+    assert counting.blob_gets == gets + 1  # the version's blob; the index is the one in memory
+    assert loaded_2.index is loaded.index
+    np.testing.assert_allclose(loaded_2.predicted(*LINKS), second.predicted(*LINKS))
+    other = RedisQTableStore(store.client, store.prefix,
+                             cache=MachineCache.for_prefix(store.prefix, tmp_path))
+    assert other.load(2).q.tolist() == second.q.tolist()  # another process: the machine's file
+
+
+def test_an_index_goes_with_the_last_version_that_shares_it(make_store, redis_client):
+    store = make_store(keep_versions=1)
+    chunked = chunked_store(store, keep_versions=1)
+    shared = sharing(make_table(1), "b2")
+    chunked.publish(shared)  # index and version in chunks
+    assert redis_client.hget(store.prefix + "chunks", "ib2") is not None
+    chunked.publish(QTable(version=2, index=shared.index, q=shared.q, created_at=2.0))
+    assert redis_client.exists(store.index_key("b2")) == 1  # v2 still shares it
+    store.publish(sharing(make_table(3), "c3"))
+    assert store.versions() == [3] and store.load().version == 3
+    assert list(redis_client.scan_iter(match=store.prefix + "ib2*")) == []
+    assert redis_client.hget(store.prefix + "chunks", "ib2") is None
+    assert redis_client.hkeys(store.prefix + "indexes") == [b"3"]
+    store.publish(make_table(4))  # a table of its own (no uid): the index c3 goes too
+    assert list(redis_client.scan_iter(match=store.prefix + "ic3*")) == []
+    assert redis_client.hlen(store.prefix + "indexes") == 0
+    assert store.load().version == 4
+
+
+def test_a_version_whose_index_is_missing_is_not_published(store, redis_client):
+    table = sharing(make_table(1), "d4")
+    store.publish(table)
+    redis_client.delete(store.index_key("d4"))
+    redis_client.hdel(store.prefix + "indexes", "1")
+    with pytest.raises(redis.ResponseError, match="index d4 is missing"):
+        store._publish(keys=[store.current_key], args=[store.prefix, 2, b"x", 3, 0, "d4", -1])
+    store.publish(QTable(version=2, index=table.index, q=table.q, created_at=2.0))  # writes it
+    assert store.load(2).version == 2 and redis_client.ttl(store.index_key("d4")) == -1
