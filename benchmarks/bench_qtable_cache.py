@@ -8,9 +8,12 @@ every process switch to it. Printed: Redis's output bytes per version (``INFO st
 ``total_net_output_bytes``) without the cache (each process downloads its own copy) and with it.
 ``--chunk-bytes`` stores a table larger than that in chunks (as the learner does with tables
 over 64 MiB, ``learner/publish.py``): the bytes per version are then the chunks and the manifest.
+``--share-index`` makes the versions share the first one's link index, as the incremental
+learner's rounds do between two assemblies of the index: the first version sends the index
+once, the others Q alone.
 
     .venv/bin/python benchmarks/bench_qtable_cache.py [--processes 4] [--versions 3]
-        [--vertices 20000] [--chunk-bytes N]
+        [--vertices 20000] [--chunk-bytes N] [--share-index]
 """
 
 from __future__ import annotations
@@ -54,10 +57,13 @@ def worker(port: int, cache_root: str | None, barrier, versions: int) -> None:
     client = redis.Redis(port=port)
     cache = MachineCache.for_prefix(PREFIX, Path(cache_root)) if cache_root else None
     source = RedisQTableSource(RedisQTableStore(client, PREFIX, cache=cache))
+    served = []
     for _ in range(versions):
         barrier.wait()  # a version was published
         source.refresh()
+        served.append(source.version)
         barrier.wait()  # every process serves it
+    raise SystemExit(0 if served == list(range(1, versions + 1)) else 1)
 
 
 def bytes_out(client: redis.Redis) -> int:
@@ -84,6 +90,8 @@ def run(port: int, tables: list[QTable], processes: int, cache_root: str | None,
         sent.append(bytes_out(client) - before)
     for process in workers:
         process.join(60)
+    if any(process.exitcode != 0 for process in workers):
+        raise RuntimeError("a worker process did not serve every version")
     return sent
 
 
@@ -94,9 +102,19 @@ def main() -> None:
     parser.add_argument("--vertices", type=int, default=20_000)
     parser.add_argument("--chunk-bytes", type=int, default=CHUNK_BYTES,
                         help="tables above this size are published in chunks of it")
+    parser.add_argument("--share-index", action="store_true",
+                        help="the versions share the first one's index (the learner's rounds)")
     args = parser.parse_args()
-    tables = [synthetic_table(version, args.vertices) for version in
-              range(1, args.versions + 1)]
+    if args.share_index:
+        first = synthetic_table(1, args.vertices)
+        first.index.uid = "bench1"
+        rng = np.random.default_rng(9)
+        tables = [first] + [QTable(version=version, index=first.index,
+                                   q=rng.random(args.vertices), created_at=time.time())
+                            for version in range(2, args.versions + 1)]
+    else:
+        tables = [synthetic_table(version, args.vertices) for version in
+                  range(1, args.versions + 1)]
     blob = len(tables[0].to_bytes())
     port = free_port()
     with tempfile.TemporaryDirectory() as workdir:
@@ -117,6 +135,10 @@ def main() -> None:
             server.terminate()
             server.wait(10)
     per_version = [sum(sent) / len(sent) for sent in (without, with_cache)]
+    if args.share_index:
+        print(f"versions sharing one index; Redis output bytes per version, with the machine "
+              f"cache: {', '.join(f'{sent:,}' for sent in with_cache)} (the first sends the "
+              f"index); without: {', '.join(f'{sent:,}' for sent in without)}")
     chunks = -(-blob // args.chunk_bytes) if blob > args.chunk_bytes else 0
     print(f"Q-table of {args.vertices} vertices: {blob:,} bytes"
           f"{f' in {chunks} chunks' if chunks else ' (one piece)'}; {args.processes} processes "

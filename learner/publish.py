@@ -73,7 +73,7 @@ KEEP_VERSIONS = 3
 CHUNK_BYTES = 64 * 2**20  # a larger archive is stored as chunks of this size
 CHUNK_TTL = 3600  # seconds a chunk lives until its publication's script keeps it
 MAX_CHUNKS = 1 << 16  # a manifest naming more is refused (forged or damaged)
-_REF = re.compile(r"[0-9a-f]{1,64}")  # a shared index's name (LinkIndex.uid)
+_REF = re.compile(r"[0-9A-Za-z_-]{1,64}")  # a shared index's name (LinkIndex.uid)
 MANIFEST = b"jlse-qtable-chunks\n"  # the first bytes of a chunked version's P + "v" + N
 
 # ARGV: prefix, version, blob or manifest, keep_versions, number of chunks (0: the blob itself),
@@ -227,6 +227,8 @@ class RedisQTableStore:
         if version < 1:
             raise ValueError(f"Q-table version must be at least 1, not {version}")
         ref = getattr(table.index, "uid", None)
+        if ref is not None and not _REF.fullmatch(ref):
+            raise ValueError(f"Q-table index name {ref!r}: 1-64 letters, digits, _ or -")
         index_chunks, index_size = -1, 0
         if ref is not None and self.client.ttl(self.index_key(ref)) != -1:  # not kept yet
             index_chunks, index_size, _ = self._stage(
