@@ -17,7 +17,8 @@ Per size, in a fresh process (its own peak RSS):
   without PostgreSQL, then the round adds the held-out rows the same way: the time of a round
   less its database read (which reads only the new rows).
 
-Each also times a reassembly of the link index from the kept term counts (what a round does
+Each writes the round's Q-table archives as a publication does (whole, and Q alone for a
+version sharing an index already published) and times a reassembly of the link index from the kept term counts (what a round does
 each time G_w has grown by ``index_growth``, 10%), after dropping the round's table, as the
 distributed learner does once it has published it (the embedded crawl keeps serving the old
 table while the new index is made: both indexes at once). The peak RSS includes the generated
@@ -35,6 +36,7 @@ import io
 import json
 import multiprocessing
 import os
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -233,9 +235,23 @@ def measure_direct(n_vertices: int, n_new: int) -> dict:
     return figures
 
 
+def _published(table) -> dict:
+    """The archives a publication writes (``learner/publish.py``, into a temporary file): the
+    round's Q-table whole (its index and Q: the first version of an index) and Q alone (a
+    version sharing an index already published)."""
+    sizes = {}
+    started = time.perf_counter()
+    for name, ref in (("whole", None), ("q_only", table.index.uid)):
+        with tempfile.TemporaryFile() as archive:
+            table.write_to(archive, ref)
+            sizes[f"archive_mb_{name}"] = round(archive.tell() / 2**20, 1)
+    sizes["archive_write_s"] = round(time.perf_counter() - started, 2)
+    return sizes
+
+
 def _figures(how: str, learner: IncrementalLearner, first: float, round_s: float, table,
              load_s: float | None = None) -> dict:
-    return {"loaded": how, "vertices": len(learner.graph), "results": learner.n_results,
+    return {**_published(table),"loaded": how, "vertices": len(learner.graph), "results": learner.n_results,
             "load_s": None if load_s is None else round(load_s, 1),
             "first_round_s": round(first, 2), "round_s": round(round_s, 3),
             "round_steps_up": learner.last_steps, "indexed": learner.n_indexed,
@@ -274,7 +290,8 @@ def show(figures: dict) -> None:
           f"index reassembly {figures['index_reassembly_s']:6.2f} s   "
           f"learner {figures['learner_mb']} MB   peak RSS {figures['peak_rss_mb']} MB "
           f"({figures['peak_rss_mb_after_round']} MB before the reassembly"
-          f"{loaded})", flush=True)
+          f"{loaded}); archive {figures['archive_mb_whole']} MB whole, "
+          f"{figures['archive_mb_q_only']} MB Q alone", flush=True)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import ctypes.util
 
 import numpy as np
 
-GROWTH = 1.5  # each reallocation: amortised O(1) copies per element, spare memory < 1/3
+GROWTH = 1.25  # each reallocation: amortised O(1) copies (4 per element), spare memory < 1/5
 
 
 class Growable:

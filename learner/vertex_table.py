@@ -28,11 +28,11 @@ class VertexTable:
         self.gamma = gamma
         self.reward = reward
         self.link_ids = Growable(np.int64)
-        self.parents = Growable(np.int64)  # parent vertex, -1 for none
+        self.parents = Growable(np.int32)  # parent vertex, -1 for none (vertices < 2**31)
         self.leaves = Growable(np.bool_)
         self.q = Growable(np.float64)
         self._sorted_ids = np.zeros(0, dtype=np.int64)  # link ids ascending ...
-        self._sorted_vertices = np.zeros(0, dtype=np.int64)  # ... and their vertices
+        self._sorted_vertices = np.zeros(0, dtype=np.int32)  # ... and their vertices
 
     def __len__(self) -> int:
         return len(self.link_ids)
@@ -57,7 +57,7 @@ class VertexTable:
         first = len(self)
         vertices = np.arange(first, first + len(link_ids), dtype=np.int64)
         self.link_ids.extend(link_ids)
-        self.parents.extend(np.full(len(link_ids), -1, dtype=np.int64))
+        self.parents.extend(np.full(len(link_ids), -1, dtype=np.int32))
         self.leaves.extend(is_result)
         self.q.extend(np.where(np.asarray(is_result, dtype=bool), self.reward, 0.0))
         order = np.argsort(link_ids, kind="stable")
