@@ -7,12 +7,22 @@ P + "v" + N         string  Q-table version N: ``QTable.to_bytes()``, an ``.npz`
                             arrays plus a UTF-8 JSON header (a ``uint8`` array), when it fits
                             in one chunk (``chunk_bytes``, default 64 MiB); else a manifest
                             (``MANIFEST`` then JSON: number of chunks, bytes, SHA-256)
-P + "v" + N + ":" + i  string  chunk i of a larger version's archive (i = 0, 1, ...)
-P + "chunks"        hash    version -> its number of chunks (versions stored in chunks only)
+P + "i" + uid       string  a link index shared by versions (``models.qtable.write_index``), or
+                            its manifest; a version naming it holds Q alone (``to_arrays``)
+key + ":" + i       string  chunk i of a larger archive stored under key (i = 0, 1, ...)
+P + "chunks"        hash    version, or "i" + uid -> its number of chunks (chunked ones only)
+P + "indexes"       hash    version -> the uid of the index it shares (those sharing one)
 P + "current"       string  the newest published version, as decimal text; absent = none yet
 P + "versions"      zset    every version whose blob is stored (member and score = N)
 P + "next"          string  counter behind ``next_version`` (INCR: unique across learners)
 ==================  ======  ==================================================================
+
+**Shared indexes.** The incremental learner keeps one link index for several rounds (until G_w
+has grown by 10%) and names it (``LinkIndex.uid``). The first version with that index stores it
+under P + "i" + uid (expiring until the publishing script keeps it, as chunks); that version and
+the next ones store Q alone, naming it. A reader keeps the last index it read, so a version
+sharing it costs the read of Q alone; the machine's cache keeps the index file for the other
+processes. The script drops an index with the last stored version that names it.
 
 **Chunks.** A Redis string holds at most 512 MB, and a Q-table of 1e7 vertices is larger. A
 table above ``chunk_bytes`` is written chunk by chunk first (plain SETs with a one-hour expiry,
@@ -28,15 +38,15 @@ Redis could otherwise run code on every worker. The blob is read with
 ``numpy.load(allow_pickle=False)`` and every array is checked against its header
 (``models.qtable``), so a forged or damaged blob is a ValueError, never code execution.
 
-Publishing is one Lua script (atomic), in this order: write the blob (or the manifest of chunks
-already written), add N to ``versions``,
-move ``current`` to N only if N is newer than it (a late, older publication never goes back in
-time), then garbage-collect. Since the blob exists before ``current`` names it, a reader (GET
+Publishing is one Lua script (atomic), in this order: check the chunks and index written before
+it, write the blob (or the manifest of the chunks), add N to ``versions``, move ``current`` to N
+only if N is newer than it (a late, older publication never goes back in time), then
+garbage-collect. Since the blob exists before ``current`` names it, a reader (GET
 ``current``, then GET the blob) never finds the pointer ahead of a complete table.
 
 GC policy: ``versions`` keeps the newest ``keep_versions`` by number; older blobs (and their
-chunks) are deleted in the same script. ``current`` is the newest, so it is never collected. A late publication
-older than ``current`` is stored if it ranks among the newest ``keep_versions`` (and never
+chunks, and the indexes no kept version names) are deleted in the same script. ``current`` is
+the newest, so it is never collected. A late publication older than ``current`` is stored if it ranks among the newest ``keep_versions`` (and never
 becomes current), else deleted at once. A reader that read ``current`` just before
 ``keep_versions`` newer publications may find the blob gone: ``load`` gives None and
 ``RedisQTableSource`` tries again at its next check.
