@@ -290,6 +290,7 @@ def test_notify_below_cf_does_nothing_and_at_cf_learns_once(store, background):
     assert background.learned_versions == 1 and background.holder.version == 1
     assert saved_versions(background) == [1]
     assert background.holder.get().meta["n_results"] == CF
+    assert background.holder.get().index.prepared  # ready to search before it was swapped in
 
     background.notify(add_results(crawl, CF - 1))  # grown by less than cf since the last learn
     assert background.wait_idle(WAIT)
