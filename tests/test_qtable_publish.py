@@ -316,6 +316,11 @@ def test_publish_and_versions_on_a_redis_cluster(redis_cluster_client):
         chunked.publish(make_table(version))
     assert chunked.versions() == [4, 5] and chunked.load().version == 5
     np.testing.assert_array_equal(chunked.load(4).q, make_table(4).q)
+    shared = make_table(6)
+    shared.index.uid = "e5"  # an index shared by versions: its key in the same slot
+    chunked.publish(shared)
+    chunked.publish(QTable(version=7, index=shared.index, q=shared.q, created_at=7.0))
+    assert RedisQTableStore(redis_cluster_client, prefix).load(7).index.n_vertices_ == 4
     store.clear()
 
 
