@@ -10,9 +10,10 @@ The vocabulary holds no Python object per term (the URL field of a G_w of 1e7 ve
 1e7 terms: as a dictionary of strings, ~1.2 GB): the terms' UTF-8 bytes one after the other,
 each followed by a NUL, with where each ends (``models.bm25.PackedTerms``, which the Q-table
 archive stores as it is), and, to find a token's id, the terms' 64-bit string hashes, sorted,
-with their ids: ~30 bytes a term in all. Two distinct terms with one hash would be one term: with Python's 64-bit string hash
-the chance that any pair among 1e7 terms collides is ~3e-6. A known hash is checked against its
-term, and a mismatch is counted (``collisions``) and logged.
+with their ids: ~30 bytes a term in all. Two distinct terms with one hash would be one term:
+with Python's 64-bit string hash the chance that any pair among 1e7 terms collides is ~3e-6.
+A known hash is checked against its term, and a mismatch is counted (``collisions``) and
+logged.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class FieldTokens:
         self.chars = Growable(np.uint8)  # every term's UTF-8 bytes and a NUL, by term id
         self.ends = Growable(np.int64)  # where each term ends in chars (past its NUL)
         self._hashes = np.zeros(0, dtype=np.int64)  # hash(term), ascending ...
-        self._ids = np.zeros(0, dtype=np.int64)  # ... and its term id
+        self._ids = np.zeros(0, dtype=np.int32)  # ... and its term id
         self.collisions = 0  # tokens taken for another term of the same hash
         self.doc_freq = Growable(np.int32)  # documents <= vertices < 2**31
         self.indptr = Growable(np.int32)  # int64 once a field has 2**31 postings
