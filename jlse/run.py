@@ -120,6 +120,9 @@ def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, mo
     if processes:
         if model is not None:  # built once here and shared, not once per page process
             tokenizer.prepare(["中文"])
+            # the compiled KDE-NB kernel too: a page process loading (or, on a cold numba
+            # cache, compiling) it on its first relevant page held that page for seconds
+            model.link_text_relevance(["prepare"], ["prepare"])
         if strategy.learns == "qtable":
             link_index.prepare_search()
         threads = -(-2 * settings.concurrency // processes)
