@@ -6,10 +6,12 @@ Each simulated page is fetched (``record_fetch_once``) and yields 80 out-links: 
 backend:
 
 * pages/s of the whole loop;
-* link rows/s of ``add_links`` alone (80 rows per call, time spent inside ``add_links``): the
-  link insert rate of one connection written by one thread (a prefork worker process);
-* link rows/s of ``add_links`` called by ``--threads`` threads sharing the store (one
-  connection), as a thread-pool worker calls it, over the wall time (no other calls);
+* link rows/s of ``add_links`` in that loop (80 rows per call, time spent inside
+  ``add_links``): the link insert rate of one connection written by one thread (a prefork
+  worker process);
+* then ``add_links`` alone, from 1 thread and from ``--threads`` threads sharing the store
+  (one connection, as a thread-pool worker's threads share it): link rows/s over the wall
+  time, and CPU microseconds per link row of the PostgreSQL backend and of the client;
 * on PostgreSQL, how many updates of ``links`` were HOT (``pg_stat_user_tables``:
   ``n_tup_hot_upd`` / ``n_tup_upd``) and the bytes per link row (``pg_total_relation_size``
   of ``links`` / its rows, indexes and TOAST included);
@@ -25,6 +27,7 @@ The script uses only the store's public calls, so the same file measures an olde
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -67,27 +70,48 @@ def crawl(store: CrawlStore, pages: int) -> dict[str, float]:
             "link_rows_per_s": pages * (NEW_PER_PAGE + NAV_LINKS) / in_add_links}
 
 
-def threaded_add_links(store: CrawlStore, pages: int, threads: int) -> float:
-    """Link rows/s of ``add_links`` alone, called by ``threads`` threads sharing ``store``
-    (a thread-pool worker's write pattern): ``pages`` calls of 80 links in all."""
-    nav = [NewLink(f"http://t{n % 4}.test/nav/{n}", None, 0, f"nav {n}") for n in range(NAV_LINKS)]
+def backend_cpu(store: CrawlStore) -> float:
+    """CPU seconds the store's PostgreSQL backend has used (from /proc: server and bench
+    share this machine); 0.0 for a store without a server."""
+    conn = getattr(store, "_conn", None)
+    pid = conn.get_backend_pid() if hasattr(conn, "get_backend_pid") else None
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def add_links_only(store: CrawlStore, pages: int, threads: int, tag: str) -> dict[str, float]:
+    """``add_links`` alone, called by ``threads`` threads sharing ``store`` (one connection;
+    a thread-pool worker's write pattern), ``pages`` calls of 80 links in all: link rows/s
+    over the wall time, and CPU per link row of the server's backend and of this process
+    (figures the machine's load moves less than wall time)."""
+    nav = [NewLink(f"http://{tag}{n % 4}.test/nav/{n}", None, 0, f"nav {n}")
+           for n in range(NAV_LINKS)]
     store.add_links(nav)
 
     def work(first: int) -> None:
         for page in range(first, pages, threads):
-            links = [NewLink(f"http://t{page % 4}.test/p{page}/{n}", None, 1,
+            links = [NewLink(f"http://{tag}{page % 4}.test/p{page}/{n}", None, 1,
                              f"anchor {n} 体育新闻", "some context words around the link " * 3,
                              priority=0.5)
                      for n in range(NEW_PER_PAGE)]
             store.add_links(links + nav)
 
     workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    server, client = backend_cpu(store), time.process_time()
     started = time.perf_counter()
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    return pages * (NEW_PER_PAGE + NAV_LINKS) / (time.perf_counter() - started)
+    rows = pages * (NEW_PER_PAGE + NAV_LINKS)
+    return {"rows_per_s": rows / (time.perf_counter() - started),
+            "server_us": 1e6 * (backend_cpu(store) - server) / rows,
+            "client_us": 1e6 * (time.process_time() - client) / rows}
 
 
 def iterate(store: CrawlStore) -> tuple[int, float]:
@@ -110,11 +134,16 @@ def pg_table_figures(admin_url: str, schema: str) -> str:
             cur.execute(f'SELECT pg_total_relation_size(\'"{schema}".links\'), '
                         f'pg_indexes_size(\'"{schema}".links\'), COUNT(*) FROM "{schema}".links')
             total, indexes, rows = cur.fetchone()
+            cur.execute("SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) "
+                        "FROM pg_index WHERE indrelid = %s::regclass ORDER BY 1",
+                        (f'"{schema}".links',))
+            each = ", ".join(f"{index.rsplit('.', 1)[-1]} {size / rows:.0f}"
+                             for index, size in cur.fetchall())
     finally:
         conn.close()
     share = f"{100 * hot / updates:.0f}%" if updates else "-"
     return (f"   links updates: {updates} ({hot} HOT, {share})"
-            f"   {total / rows:.0f} B/row ({indexes / rows:.0f} in indexes)")
+            f"   {total / rows:.0f} B/row ({indexes / rows:.0f} in indexes: {each})")
 
 
 def run(name: str, url: str, pages: int, threads: int,
@@ -122,12 +151,16 @@ def run(name: str, url: str, pages: int, threads: int,
     with open_store(url) as store:
         rates = crawl(store, pages)
         rows, row_rate = iterate(store)
-        threaded = threaded_add_links(store, pages, threads) if threads > 1 else 0.0
+        alone = [(n, add_links_only(store, pages, n, f"t{n}-")) for n in sorted({1, threads})]
     extra = pg_table_figures(*admin) if admin else ""
-    shared = f"   {threads} threads: {threaded:8.0f}" if threaded else ""
     print(f"{name:<11} {rates['pages_per_s']:7.0f} pages/s   add_links link rows/s per "
-          f"connection: 1 thread: {rates['link_rows_per_s']:8.0f}{shared}   "
+          f"connection in the crawl: {rates['link_rows_per_s']:8.0f}   "
           f"iter_links: {rows} rows at {row_rate:,.0f} rows/s{extra}", flush=True)
+    for n, figures in alone:
+        print(f"{name:<11}   add_links alone, {n:2d} thread(s) on one connection: "
+              f"{figures['rows_per_s']:8.0f} link rows/s   CPU per link row: server "
+              f"{figures['server_us']:5.1f} us, client {figures['client_us']:5.1f} us",
+              flush=True)
 
 
 def temporary_pg_schema(admin_url: str):
@@ -149,8 +182,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("sqlite", "postgresql"), default=None,
                         help="measure one backend only")
     parser.add_argument("--threads", type=int, default=8,
-                        help="then add_links alone from this many threads on one store "
-                             "(1: skip)")
+                        help="add_links alone from 1 and from this many threads on one store")
     parser.add_argument("--label", default="", help="a word printed before each line")
     args = parser.parse_args()
     prefix = f"{args.label} " if args.label else ""

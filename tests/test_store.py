@@ -73,6 +73,12 @@ def test_link_fields_and_parent_round_trip(store):
     assert store.get_link(child + 100) is None and store.get_link_id("http://none.test/") is None
 
 
+def test_has_links(store):
+    assert not store.has_links()
+    store.add_links([new("http://h.test/")])
+    assert store.has_links()
+
+
 def test_empty_batch_and_overlong_url(store):
     assert store.add_links([]) == []
     with pytest.raises(StoreError, match="longer than"):

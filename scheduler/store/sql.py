@@ -450,6 +450,11 @@ class SqlCrawlStore(CrawlStore):
                         "result_count", write=False)
         return int(row[0]) if row else 0
 
+    def has_links(self) -> bool:
+        row = self._run(lambda cur: self._fetchone(cur, "SELECT 1 FROM links LIMIT 1"),
+                        "has_links", write=False)
+        return row is not None
+
     def stats(self, relevance_threshold: float = 0.5) -> CrawlStats:
         def work(cur: Any) -> CrawlStats:
             by_status = dict(self._fetchall(cur, "SELECT status, COUNT(*) FROM links GROUP BY status"))
