@@ -235,6 +235,10 @@ class PostgresStore(SqlCrawlStore):
             with self._lock:
                 self._write_group(group)
         finally:
+            for taken in group:  # never left waiting, whatever stopped the write
+                if not taken.done:
+                    taken.error = StoreError("add_links: the write of this group was interrupted")
+                    taken.done = True
             with self._group_turn:
                 self._group_writing = False
                 self._group_turn.notify_all()
