@@ -17,6 +17,12 @@ set -euo pipefail
 PGBOUNCER=${PGBOUNCER:-$(command -v pgbouncer || echo /usr/sbin/pgbouncer)}
 LISTEN_ADDR=${LISTEN_ADDR:-127.0.0.1}
 UP_TIMEOUT=${UP_TIMEOUT:-15}  # seconds for pgbouncer to listen
+# A worker asks for idle_in_transaction_session_timeout in its connection's "options"
+# (crawl_registry.worker_store_url), which pgbouncer does not pass on: its server connections
+# set it instead (the same value), and "options" is ignored. A store whose URL names a schema
+# in "options" notices that it was ignored and refuses to open (a crawl behind pgbouncer gets
+# a database of its own).
+IDLE_TIMEOUT_MS=${IDLE_TIMEOUT_MS:-5000}
 
 die() { echo "pgbouncer.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -46,7 +52,7 @@ cmd_start() {
   # next client's. The crawl store keeps no session state across transactions (see the docs).
   cat > "$dir/pgbouncer.ini" <<INI
 [databases]
-* = host=$host port=$upstream
+* = host=$host port=$upstream connect_query='SET idle_in_transaction_session_timeout = $IDLE_TIMEOUT_MS'
 
 [pgbouncer]
 listen_addr = $LISTEN_ADDR
@@ -62,7 +68,7 @@ reserve_pool_size = 0
 max_client_conn = 2000
 server_reset_query =
 server_idle_timeout = 60
-ignore_startup_parameters = extra_float_digits
+ignore_startup_parameters = extra_float_digits, options
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 INI

@@ -25,7 +25,8 @@ from test_store import *  # noqa: F403  (the contract tests, run here through pg
 from test_store import fetched, new
 
 from jlse.records import LinkStatus
-from jlse.scheduler.store import open_store
+from jlse.scheduler.crawl_registry import worker_store_url
+from jlse.scheduler.store import StoreError, open_store
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pgbouncer.sh"
 POOL_SIZE = 2  # server connections per machine
@@ -151,7 +152,9 @@ def test_eight_worker_processes_on_two_machines_hold_at_most_four_connections(po
     context = multiprocessing.get_context("spawn")
     processes = MACHINES * PROCESSES_PER_MACHINE
     ready, go = context.Barrier(processes + 1), context.Event()
-    workers = [context.Process(target=_worker, args=(pooled[n % MACHINES], n, ready, go))
+    # As a worker opens it: with idle_in_transaction_session_timeout in "options".
+    workers = [context.Process(target=_worker,
+                               args=(worker_store_url(pooled[n % MACHINES]), n, ready, go))
                for n in range(processes)]
     for worker in workers:
         worker.start()
@@ -180,3 +183,17 @@ def test_eight_worker_processes_on_two_machines_hold_at_most_four_connections(po
         stats = store.stats()
     assert stats.fetched == processes * PAGES_PER_PROCESS
     assert stats.links == processes * (1 + 20 * PAGES_PER_PROCESS) + 10
+
+
+def test_a_worker_url_opens_and_its_idle_timeout_holds(pooled_database):
+    _, pooled = pooled_database
+    with open_store(worker_store_url(pooled[0])) as store:
+        setting = store._run(lambda cur: store._fetchone(
+            cur, "SELECT current_setting('idle_in_transaction_session_timeout')"), "check")
+    assert setting == ("5s",)  # set by pgbouncer's server connections, not the dropped options
+
+
+def test_a_schema_in_the_url_is_refused_not_ignored(pooled_database):
+    _, pooled = pooled_database
+    with pytest.raises(StoreError, match="ignored the URL's search_path 'elsewhere'.*database"):
+        open_store(f"{pooled[0]}?options=-csearch_path%3Delsewhere")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg2
 
@@ -132,11 +133,29 @@ class PostgresStore(SqlCrawlStore):
             conn = psycopg2.connect(self.url, application_name="jlse", **extra)
             if self._read_only:
                 conn.set_session(readonly=True)  # every transaction READ ONLY
+            self._check_search_path(conn)
             return conn
         except psycopg2.Error as exc:
             message = self._scrub(exc)
             log.info("cannot connect to PostgreSQL at %s: %s", self._shown_url, message)
             raise StoreError(f"cannot connect to PostgreSQL at {self._shown_url}: {message}") from None
+
+    def _check_search_path(self, conn: Any) -> None:
+        """A schema asked for in the URL's ``options`` is in effect: a pooler (pgbouncer)
+        drops ``options``, and the store would then work in another schema."""
+        wanted = _search_path_option(self.url)
+        if wanted is None:
+            return
+        with conn.cursor() as cur:
+            cur.execute("SELECT current_setting('search_path')")
+            found = cur.fetchone()[0]
+        conn.rollback()
+        if found.replace('"', "").replace(" ", "") != wanted.replace('"', "").replace(" ", ""):
+            conn.close()
+            raise StoreError(
+                f"PostgreSQL at {self._shown_url} ignored the URL's search_path {wanted!r} "
+                f"(found {found!r}): a connection pooler such as pgbouncer drops 'options'; "
+                "give the crawl a database of its own instead of a schema")
 
     def _scrub(self, exc: BaseException) -> str:
         """First line of an error message, without the password should libpq echo it."""
@@ -370,6 +389,14 @@ class PostgresStore(SqlCrawlStore):
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+def _search_path_option(url: str) -> str | None:
+    """The ``search_path`` a libpq URL sets in its ``options`` (``-csearch_path=x`` or
+    ``-c search_path=x``), or None."""
+    options = " ".join(parse_qs(urlsplit(url).query).get("options", []))
+    found = re.search(r"-c\s*search_path=(\S+)", options)
+    return found.group(1) if found else None
 
 
 def url_fingerprint(url: str, probe: int = 0) -> int:
