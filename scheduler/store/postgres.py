@@ -359,7 +359,9 @@ class PostgresStore(SqlCrawlStore):
 
     def _set_autocommit(self, on: bool) -> None:
         # A connection replaced by a reconnect starts with autocommit off (merely slower).
-        if not self._closed and not self._conn.closed and self._conn.autocommit != on:
+        # A read-only store keeps its transactions: in autocommit psycopg2 would make READ
+        # ONLY a session setting, which a pooler's next client would inherit.
+        if not self._read_only and not self._closed and not self._conn.closed and self._conn.autocommit != on:
             self._conn.autocommit = on
 
     def record_fetch_once(self, record: FetchRecord) -> bool:
