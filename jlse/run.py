@@ -194,7 +194,7 @@ def _clear_workdir(workdir: Path, store_url: str | None) -> None:
 
 
 def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
-    has_crawl = store.stats().links > 0
+    has_crawl = store.has_links()  # one row read, not a count of links
     if resume and not has_crawl:
         raise CrawlSetupError(f"cannot resume: {redact_url(store_url)} holds no crawl; start a "
                               "new crawl without --resume")

@@ -169,8 +169,9 @@ class CrawlEngine:
         fresh = [link for link in allowed
                  if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
         if fresh:
-            with self.store.autocommit():
-                ids = self.store.add_links(fresh)
+            # Not inside store.autocommit(), which would hold the store: PostgreSQL's add_links
+            # commits on its own, the calls of a pool's threads together (PostgresStore).
+            ids = self.store.add_links(fresh)
             self.frontier.add_discovered([task_of(link, url_id) for link, (url_id, _) in
                                           zip(fresh, ids, strict=True)],
                                          [created for _, created in ids])
