@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jlse.models.link_tokens import link_texts
+from jlse.models.site_harvest import SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -59,6 +60,12 @@ class Strategy(ABC):
     def seed_priority(self) -> float:
         return 1.0
 
+    @property
+    def explores_sites(self) -> bool:
+        """Whether a target page (otherwise not expanded) gives its links to other sites too,
+        for the strategy to rank (``jlse`` with its site bandit)."""
+        return False
+
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         """Whether the out-links of a page are followed at all."""
         if not self.focused:
@@ -85,12 +92,14 @@ class Strategy(ABC):
         contexts: Sequence[str],
         parent_priority: float = 1.0,
         page_text: str = "",
+        page_url: str = "",
     ) -> np.ndarray:
         """One priority per out-link (higher is fetched first).
 
         ``page_relevance`` is P(relevant | page) of the page the links are on (None when no
         topic model), ``depth`` its depth, ``parent_priority`` the priority it was fetched at,
-        ``page_text`` its visible text (only ``cfc`` reads it)."""
+        ``page_text`` its visible text (only ``cfc`` reads it), ``page_url`` its canonical URL
+        ("" when unknown; only ``jlse`` reads it, to tell links to other sites)."""
 
     def observe_page(self, url: str, page_text: str, relevance: float | None,
                      link_urls: Sequence[str]) -> None:
@@ -124,7 +133,7 @@ class BreadthFirst(Strategy):
     focused = False
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         return np.ones(len(urls))
 
 
@@ -135,7 +144,7 @@ class BestFirst(Strategy):
     focused = False  # soft focus: low-relevance pages still pass on their (low) priority
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         score = 0.0 if page_relevance is None else page_relevance
         return np.full(len(urls), score)
 
@@ -150,7 +159,7 @@ class AnchorTextAnalysis(Strategy):
         self.anchor_similarity = anchor_similarity
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return share_by_similarity(page_relevance, self.anchor_similarity(anchors))
@@ -168,7 +177,7 @@ class JointLinkSimilarity(Strategy):
         self.evaluator = evaluator  # a models.jlse_evaluator.JLSEEvaluator
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         priorities = self.evaluator.priorities(_relevance_or_one(page_relevance),
@@ -216,13 +225,24 @@ class LearnedTunnelling(JointLinkSimilarity):
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
-                 **base: Any) -> None:
+                 site_optimism: float | None = None, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
         self.section_links = section_links
         self.link_text_relevance = link_text_relevance
         self.link_text_weight = link_text_weight
+        # None: no site bandit (links to other sites are scored like the others)
+        self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
+
+    @property
+    def explores_sites(self) -> bool:
+        return self.sites is not None
+
+    def observe_page(self, url: str, page_text: str, relevance: float | None,
+                     link_urls: Sequence[str]) -> None:
+        if self.sites is not None and relevance is not None:
+            self.sites.observe(url, relevance >= self.relevance_threshold)
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
@@ -240,12 +260,21 @@ class LearnedTunnelling(JointLinkSimilarity):
         return relevance ** self.relevance_exponent
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
         relevance = self.page_weight(page_relevance)
-        priorities = relevance * np.maximum(sim_anchor, sim_predicted)
+        similarity = np.maximum(sim_anchor, sim_predicted)
+        if self.sites is not None and relevance > 0 and page_url:
+            page_site = site_of(page_url)
+            sites = [site_of(url) for url in urls]
+            other = [i for i, site in enumerate(sites) if site != page_site]
+            if other:  # a link to another site: its evidence times the site's lift, and at
+                # least the site's optimistic harvest (models/site_harvest.py)
+                bounds, lifts = self.sites.offer([sites[i] for i in other])
+                similarity[other] = np.maximum(similarity[other] * lifts, bounds)
+        priorities = relevance * similarity
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
             priorities *= 1.0 - self.link_text_weight + self.link_text_weight * text
@@ -263,7 +292,7 @@ class BayesContext(Strategy):
         self.link_text_relevance = link_text_relevance
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
@@ -298,7 +327,7 @@ class KeywordVSM(Strategy):
         self.cosine = KeywordCosine(keywords)
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         cosines = self.cosine.cosines(link_texts(anchors, contexts))

@@ -25,7 +25,7 @@ from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
 from jlse.workers.parser import ParsedPage, parse_html
-from jlse.workers.section_links import is_next_page, up_links
+from jlse.workers.section_links import is_next_page, is_up_link, off_site_links, up_links
 from jlse.workers.sitemaps import SitemapSource
 
 log = logging.getLogger(__name__)
@@ -272,8 +272,11 @@ class PagePipeline:
             result.links = self._score_links(task, page.links, relevance, text, floor,
                                              is_next_page)
         elif floor is not None:
-            result.links = self._score_links(task, up_links(task.url, page.links), relevance,
-                                             text, floor)
+            links = up_links(task.url, page.links)
+            if self.strategy.explores_sites:  # and its links to other sites, scored as such
+                links += off_site_links(task.url, page.links)
+            result.links = self._score_links(task, links, relevance, text, floor,
+                                             lambda page_url, link: is_up_link(page_url, link.url))
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
@@ -291,6 +294,7 @@ class PagePipeline:
             [link.context for link in links],
             parent_priority=task.priority,
             page_text=text,
+            page_url=task.url,
         )
         return [
             NewLink(

@@ -1,0 +1,130 @@
+"""The site bandit of the default jlse strategy (models/site_harvest.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jlse.models.site_harvest import SiteHarvest, site_of
+from jlse.models.strategies import LearnedTunnelling
+from jlse.models.strategy_catalog import make_strategy
+from jlse.models.topic_model import TopicModel, TopicSamples
+from jlse.records import Link
+from jlse.settings import Settings, SettingsError
+from jlse.workers.section_links import off_site_links
+
+
+class FixedEvidence:
+    """Every link the same (sim_anchor, sim_predicted): only the site bandit tells them apart."""
+
+    def __init__(self, sim: float) -> None:
+        self.sim = sim
+
+    def evidence(self, anchors, urls, contexts):
+        return np.full(len(urls), self.sim), np.zeros(len(urls))
+
+
+def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTunnelling:
+    """A jlse strategy that has fetched ``fetched`` pages of each site, ``relevant`` of them
+    judged relevant."""
+    jlse = LearnedTunnelling(FixedEvidence(0.01), site_optimism=optimism)
+    for site, (fetched, relevant) in sites.items():
+        for i in range(fetched):
+            jlse.observe_page(f"http://{site}/p{i}", "", 0.99 if i < relevant else 0.01, [])
+    return jlse
+
+
+def score(jlse: LearnedTunnelling, page_url: str, urls: list[str]) -> np.ndarray:
+    return jlse.score_links(0.99, 1, [""] * len(urls), urls, [""] * len(urls), page_url=page_url)
+
+
+def test_a_site_with_poor_harvest_ranks_below_a_fresh_one_and_a_good_one_keeps_priority() -> None:
+    jlse = crawl({"home.test": (10, 9), "poor.test": (8, 0), "good.test": (8, 8)})
+    poor, fresh, good = score(jlse, "http://home.test/a",
+                              ["http://poor.test/x", "http://fresh.test/y", "http://good.test/z"])
+    assert fresh > poor and good > poor
+    assert poor < 0.99 * 0.3  # the observed harvest (0 of 8) pulls it far down
+    assert good > 0.99 * 0.8  # all 8 relevant: it keeps a high bound
+    for _ in range(50):  # many later links to the good site: its bound stays its harvest
+        later = score(jlse, "http://home.test/a", ["http://good.test/z2"])[0]
+    assert later > 0.99 * 0.85
+
+
+def test_strong_evidence_for_a_link_to_a_poor_site_is_damped_by_its_harvest() -> None:
+    jlse = crawl({"home.test": (10, 9), "poor.test": (20, 0)})
+    jlse.evaluator = FixedEvidence(0.8)  # e.g. a URL pattern G_w learnt on the home site
+    poor, home = score(jlse, "http://home.test/a", ["http://poor.test/x", "http://home.test/b"])
+    assert home == pytest.approx(0.99 * 0.8)
+    assert poor < 0.15 * home  # 0 of 20 relevant: its bound (0.09) and lift (0.08) are low
+
+
+def test_links_within_the_pages_own_site_are_left_to_the_evidence() -> None:
+    jlse = crawl({"home.test": (10, 10)})
+    same = score(jlse, "http://home.test/a", ["http://home.test/b", "http://home.test/c"])
+    assert same == pytest.approx([0.99 * 0.01] * 2)
+    assert score(jlse, "", ["http://other.test/b"]) == pytest.approx([0.99 * 0.01])
+
+
+def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
+    jlse = crawl({"home.test": (10, 5)})
+    first = score(jlse, "http://home.test/a", ["http://new.test/1"])[0]
+    later = [score(jlse, "http://home.test/a", [f"http://new.test/{i}"])[0] for i in range(2, 30)]
+    assert later[-1] < first
+    assert all(a >= b for a, b in zip(later, later[1:], strict=False))
+    # the prior of a site nobody fetched from: the share of sites entered whose first page
+    # was relevant (1 of 1 here, with a uniform prior: 2/3)
+    assert later[-1] == pytest.approx(0.99 * (2 / 3 + 0.3 / np.sqrt(29)), rel=1e-6)  # 29th offer
+
+
+def test_irrelevant_pages_offer_nothing() -> None:
+    jlse = crawl({"home.test": (3, 3)})
+    assert score(jlse, "http://home.test/a", ["http://x.test/"]).tolist() != [0.0]
+    hub = jlse.score_links(0.1, 1, [""], ["http://y.test/"], [""], page_url="http://home.test/h")
+    assert hub.tolist() == [0.0]  # tunnel weight 0: the link waits, no offer spent on it
+    assert jlse.sites is not None and "y.test" not in jlse.sites._offered
+
+
+def test_site_harvest_estimates() -> None:
+    sites = SiteHarvest(optimism=0.0)
+    assert sites.crawl_harvest() == 0.5
+    for relevant in (True, True, True, False):
+        sites.observe("http://a.test/x?q=1", relevant)
+    assert sites.crawl_harvest() == pytest.approx(4 / 6)
+    assert sites.new_site_harvest() == pytest.approx(2 / 3)
+    sites.observe("http://c.test/", False)  # a site entered on an irrelevant page
+    assert sites.new_site_harvest() == pytest.approx(2 / 4)
+    assert sites.crawl_harvest() == pytest.approx(4 / 7)
+    assert sites.harvest("a.test") == pytest.approx((3 + 1 / 2) / 5)
+    bounds, lifts = sites.offer(["b.test", "a.test", "c.test"])
+    assert bounds == pytest.approx([1 / 2, (3 + 1 / 2) / 5, (1 / 2) / 2])
+    assert lifts == pytest.approx([(1 / 2) / (4 / 7), 1.0, (1 / 4) / (4 / 7)])  # at most 1
+    assert site_of("http://A.test:8080/x/y?z#f") == "a.test:8080"
+    assert site_of("not a url") == ""
+
+
+@pytest.fixture(scope="module")
+def phone_model() -> TopicModel:
+    samples = TopicSamples(relevant=["smartphone review battery camera phone"] * 3,
+                           irrelevant=["pasta recipe tomato sauce cooking"] * 3,
+                           anchors=[("phone review", 1), ("pasta recipe", 0)])
+    return TopicModel().fit(samples)
+
+
+def test_site_optimism_setting() -> None:
+    assert Settings().site_optimism == 0.3
+    with pytest.raises(SettingsError, match="site_optimism"):
+        Settings(site_optimism=1.5).validate()
+
+
+def test_site_bandit_reaches_jlse_and_can_be_turned_off(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).explores_sites
+    assert not make_strategy("jlse", Settings(site_optimism=-1.0), phone_model).explores_sites
+    assert not make_strategy("jlse-paper", Settings(), phone_model).explores_sites
+    assert not make_strategy("best-first", Settings(), phone_model).explores_sites
+
+
+def test_off_site_links() -> None:
+    links = [Link(url=url, anchor_text="", context="") for url in
+             ("http://a.test/x", "http://b.test/y", "http://a.test:81/z")]
+    assert [link.url for link in off_site_links("http://a.test/p", links)] == [
+        "http://b.test/y", "http://a.test:81/z"]
