@@ -108,6 +108,24 @@ class Strategy(ABC):
         needs, the others ignore it."""
         return None
 
+    def score_links_and_sites(self, page_relevance: float | None, depth: int,
+                              anchors: Sequence[str], urls: Sequence[str],
+                              contexts: Sequence[str], parent_priority: float = 1.0,
+                              page_text: str = "", page_url: str = "",
+                              ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``score_links`` and, for a strategy with a site bandit, each link's site weight
+        (``NewLink.site_weight``: > 0 on the links :meth:`observe_result` ranks); None: none."""
+        return self.score_links(page_relevance, depth, anchors, urls, contexts,
+                                parent_priority=parent_priority, page_text=page_text,
+                                page_url=page_url), None
+
+    def observe_result(self, url: str, relevance: float | None, links: Sequence[Any]) -> None:
+        """Called where the crawl's results are written (the embedded crawl's process, which
+        sees every page; in distributed mode the worker that wrote it), before its links
+        (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
+        sets the priority of the links with a site weight. The others ignore it."""
+        return None
+
 
 def share_by_similarity(page_relevance: float | None, similarities: np.ndarray) -> np.ndarray:
     """Formula (10): the page's relevance shared among its out-links in proportion to ``sim``.
@@ -239,10 +257,19 @@ class LearnedTunnelling(JointLinkSimilarity):
     def explores_sites(self) -> bool:
         return self.sites is not None
 
-    def observe_page(self, url: str, page_text: str, relevance: float | None,
-                     link_urls: Sequence[str]) -> None:
-        if self.sites is not None and relevance is not None:
+    def observe_result(self, url: str, relevance: float | None, links: Sequence[Any]) -> None:
+        """The site bandit (``models.site_harvest``): learn the page's outcome, then give each
+        link to another site max(its evidence x the site's lift, weight x U(site))."""
+        if self.sites is None:
+            return
+        if relevance is not None:
             self.sites.observe(url, relevance >= self.relevance_threshold)
+        offered = [link for link in links if link.site_weight > 0]
+        if not offered:
+            return
+        bounds, lifts = self.sites.offer([site_of(link.url) for link in offered])
+        for link, bound, lift in zip(offered, bounds, lifts, strict=True):
+            link.priority = max(link.priority * float(lift), link.site_weight * float(bound))
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
@@ -261,24 +288,27 @@ class LearnedTunnelling(JointLinkSimilarity):
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
                     parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
+        return self.score_links_and_sites(page_relevance, depth, anchors, urls, contexts,
+                                          page_url=page_url)[0]
+
+    def score_links_and_sites(self, page_relevance, depth, anchors, urls, contexts,
+                              parent_priority=1.0, page_text="", page_url=""):
+        """The links' evidence priorities; with the site bandit, a site weight r x the
+        link-text factor on the links to another site than ``page_url``'s (0 elsewhere)."""
         if len(urls) == 0:
-            return np.zeros(0)
+            return np.zeros(0), None
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
         relevance = self.page_weight(page_relevance)
-        similarity = np.maximum(sim_anchor, sim_predicted)
-        if self.sites is not None and relevance > 0 and page_url:
-            page_site = site_of(page_url)
-            sites = [site_of(url) for url in urls]
-            other = [i for i, site in enumerate(sites) if site != page_site]
-            if other:  # a link to another site: its evidence times the site's lift, and at
-                # least the site's optimistic harvest (models/site_harvest.py)
-                bounds, lifts = self.sites.offer([sites[i] for i in other])
-                similarity[other] = np.maximum(similarity[other] * lifts, bounds)
-        priorities = relevance * similarity
+        weights = np.full(len(urls), relevance)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
-            priorities *= 1.0 - self.link_text_weight + self.link_text_weight * text
-        return priorities
+            weights *= 1.0 - self.link_text_weight + self.link_text_weight * text
+        priorities = weights * np.maximum(sim_anchor, sim_predicted)
+        if self.sites is None or relevance <= 0 or not page_url:
+            return priorities, None
+        page_site = site_of(page_url)
+        weights[[site_of(url) == page_site for url in urls]] = 0.0
+        return priorities, weights
 
 
 class BayesContext(Strategy):

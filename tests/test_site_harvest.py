@@ -9,7 +9,7 @@ from jlse.models.site_harvest import SiteHarvest, site_of
 from jlse.models.strategies import LearnedTunnelling
 from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
-from jlse.records import Link
+from jlse.records import Link, NewLink
 from jlse.settings import Settings, SettingsError
 from jlse.workers.section_links import off_site_links
 
@@ -25,17 +25,26 @@ class FixedEvidence:
 
 
 def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTunnelling:
-    """A jlse strategy that has fetched ``fetched`` pages of each site, ``relevant`` of them
-    judged relevant."""
+    """A jlse strategy whose crawl has written ``fetched`` pages of each site, ``relevant`` of
+    them judged relevant."""
     jlse = LearnedTunnelling(FixedEvidence(0.01), site_optimism=optimism)
     for site, (fetched, relevant) in sites.items():
         for i in range(fetched):
-            jlse.observe_page(f"http://{site}/p{i}", "", 0.99 if i < relevant else 0.01, [])
+            jlse.observe_result(f"http://{site}/p{i}", 0.99 if i < relevant else 0.01, [])
     return jlse
 
 
-def score(jlse: LearnedTunnelling, page_url: str, urls: list[str]) -> np.ndarray:
-    return jlse.score_links(0.99, 1, [""] * len(urls), urls, [""] * len(urls), page_url=page_url)
+def score(jlse: LearnedTunnelling, page_url: str, urls: list[str],
+          relevance: float = 0.99) -> np.ndarray:
+    """The priorities the links of a page get once written (the page itself not observed)."""
+    blanks = [""] * len(urls)
+    priorities, weights = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
+                                                     page_url=page_url)
+    weights = [0.0] * len(urls) if weights is None else weights
+    links = [NewLink(url, None, 2, priority=float(p), site_weight=float(w))
+             for url, p, w in zip(urls, priorities, weights, strict=True)]
+    jlse.observe_result(page_url, None, links)
+    return np.array([link.priority for link in links])
 
 
 def test_a_site_with_poor_harvest_ranks_below_a_fresh_one_and_a_good_one_keeps_priority() -> None:
@@ -79,7 +88,7 @@ def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
 def test_irrelevant_pages_offer_nothing() -> None:
     jlse = crawl({"home.test": (3, 3)})
     assert score(jlse, "http://home.test/a", ["http://x.test/"]).tolist() != [0.0]
-    hub = jlse.score_links(0.1, 1, [""], ["http://y.test/"], [""], page_url="http://home.test/h")
+    hub = score(jlse, "http://home.test/h", ["http://y.test/"], relevance=0.1)
     assert hub.tolist() == [0.0]  # tunnel weight 0: the link waits, no offer spent on it
     assert jlse.sites is not None and "y.test" not in jlse.sites._offered
 
@@ -128,3 +137,14 @@ def test_off_site_links() -> None:
              ("http://a.test/x", "http://b.test/y", "http://a.test:81/z")]
     assert [link.url for link in off_site_links("http://a.test/p", links)] == [
         "http://b.test/y", "http://a.test:81/z"]
+
+
+def test_a_links_site_weight_crosses_from_a_page_process_to_the_writer() -> None:
+    from jlse.records import CrawlTask
+    from jlse.workers.pipeline import PageResult
+
+    result = PageResult(CrawlTask(url="http://a.test/", url_id=1),
+                        links=[NewLink("http://b.test/", 1, 1, "b", "", 0.2, 0, 0, 0.7),
+                               NewLink("http://a.test/x", 1, 1, priority=0.4)])
+    back = PageResult.from_json(result.to_json()).links
+    assert [(link.priority, link.site_weight) for link in back] == [(0.2, 0.7), (0.4, 0.0)]

@@ -77,7 +77,7 @@ class PageResult:
             "retry_in": self.retry_in, "postpone": self.postpone,
             "robots_ready": self.robots_ready,
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
-                       link.priority, link.pattern_run, link.redirect_hops]
+                       link.priority, link.pattern_run, link.redirect_hops, link.site_weight]
                       for link in self.links],
             "cpu": self.cpu, "notes": self.notes,
         }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
@@ -93,9 +93,7 @@ class PageResult:
             requeue_after=data["requeue_after"], crawl_delay=data["crawl_delay"],
             retry_in=data["retry_in"], postpone=data["postpone"],
             robots_ready=data["robots_ready"],
-            links=[NewLink(url, parent, depth, anchor, context, priority, run, hops)
-                   for url, parent, depth, anchor, context, priority, run, hops
-                   in data["links"]],
+            links=[NewLink(*fields) for fields in data["links"]],
             cpu=data["cpu"], notes=data.get("notes") or {},
         )
 
@@ -287,7 +285,7 @@ class PagePipeline:
         links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
-        priorities = self.strategy.score_links(
+        priorities, site_weights = self.strategy.score_links_and_sites(
             relevance, task.depth,
             [link.anchor_text for link in links],
             [link.url for link in links],
@@ -296,6 +294,8 @@ class PagePipeline:
             page_text=text,
             page_url=task.url,
         )
+        if site_weights is None:
+            site_weights = [0.0] * len(links)
         return [
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
@@ -303,6 +303,7 @@ class PagePipeline:
                 priority=float(priority) if floor is None or not floored(task.url, link)
                 else max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
+                site_weight=float(weight),
             )
-            for link, priority in zip(links, priorities, strict=True)
+            for link, priority, weight in zip(links, priorities, site_weights, strict=True)
         ]
