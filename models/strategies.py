@@ -113,8 +113,9 @@ class Strategy(ABC):
                               contexts: Sequence[str], parent_priority: float = 1.0,
                               page_text: str = "", page_url: str = "",
                               ) -> tuple[np.ndarray, np.ndarray | None]:
-        """``score_links`` and, for a strategy with a site bandit, each link's site weight
-        (``NewLink.site_weight``: > 0 on the links :meth:`observe_result` ranks); None: none."""
+        """``score_links`` and, for a strategy with a site bandit, each link's site
+        group (``NewLink.site_group``: > 0 on the links :meth:`observe_result` ranks); None:
+        none."""
         return self.score_links(page_relevance, depth, anchors, urls, contexts,
                                 parent_priority=parent_priority, page_text=page_text,
                                 page_url=page_url), None
@@ -258,18 +259,19 @@ class LearnedTunnelling(JointLinkSimilarity):
         return self.sites is not None
 
     def observe_result(self, url: str, relevance: float | None, links: Sequence[Any]) -> None:
-        """The site bandit (``models.site_harvest``): learn the page's outcome, then give each
-        link to another site max(its evidence x the site's lift, weight x U(site))."""
+        """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
+        the priority of each link to another site by its site's and its group's lift."""
         if self.sites is None:
             return
         if relevance is not None:
             self.sites.observe(url, relevance >= self.relevance_threshold)
-        offered = [link for link in links if link.site_weight > 0]
+        offered = [link for link in links if link.site_group]
         if not offered:
             return
-        bounds, lifts = self.sites.offer([site_of(link.url) for link in offered])
-        for link, bound, lift in zip(offered, bounds, lifts, strict=True):
-            link.priority = max(link.priority * float(lift), link.site_weight * float(bound))
+        lifts = self.sites.offer([link.url for link in offered],
+                                 [link.site_group for link in offered])
+        for link, lift in zip(offered, lifts, strict=True):
+            link.priority = min(1.0, link.priority * float(lift))
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
@@ -293,8 +295,8 @@ class LearnedTunnelling(JointLinkSimilarity):
 
     def score_links_and_sites(self, page_relevance, depth, anchors, urls, contexts,
                               parent_priority=1.0, page_text="", page_url=""):
-        """The links' evidence priorities; with the site bandit, a site weight r x the
-        link-text factor on the links to another site than ``page_url``'s (0 elsewhere)."""
+        """The links' evidence priorities; with the site bandit, group 1 on the links to
+        another site than ``page_url``'s (0 elsewhere)."""
         if len(urls) == 0:
             return np.zeros(0), None
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
@@ -307,8 +309,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         if self.sites is None or relevance <= 0 or not page_url:
             return priorities, None
         page_site = site_of(page_url)
-        weights[[site_of(url) == page_site for url in urls]] = 0.0
-        return priorities, weights
+        return priorities, np.array([int(site_of(url) != page_site) for url in urls])
 
 
 class BayesContext(Strategy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jlse.models.site_harvest import SiteHarvest, site_of
+from jlse.models.site_harvest import OFF_SITE, TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.strategies import LearnedTunnelling
 from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
@@ -35,14 +35,15 @@ def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTu
 
 
 def score(jlse: LearnedTunnelling, page_url: str, urls: list[str],
-          relevance: float = 0.99) -> np.ndarray:
+          relevance: float = 0.99, target: bool = False) -> np.ndarray:
     """The priorities the links of a page get once written (the page itself not observed)."""
     blanks = [""] * len(urls)
-    priorities, weights = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
-                                                     page_url=page_url)
-    weights = [0.0] * len(urls) if weights is None else weights
-    links = [NewLink(url, None, 2, priority=float(p), site_weight=float(w))
-             for url, p, w in zip(urls, priorities, weights, strict=True)]
+    priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
+                                                    page_url=page_url)
+    groups = [0] * len(urls) if groups is None else groups
+    links = [NewLink(url, None, 2, priority=float(p),
+                     site_group=TARGET_OFF_SITE if target and g else int(g))
+             for url, p, g in zip(urls, priorities, groups, strict=True)]
     jlse.observe_result(page_url, None, links)
     return np.array([link.priority for link in links])
 
@@ -51,20 +52,19 @@ def test_a_site_with_poor_harvest_ranks_below_a_fresh_one_and_a_good_one_keeps_p
     jlse = crawl({"home.test": (10, 9), "poor.test": (8, 0), "good.test": (8, 8)})
     poor, fresh, good = score(jlse, "http://home.test/a",
                               ["http://poor.test/x", "http://fresh.test/y", "http://good.test/z"])
-    assert fresh > poor and good > poor
-    assert poor < 0.99 * 0.3  # the observed harvest (0 of 8) pulls it far down
-    assert good > 0.99 * 0.8  # all 8 relevant: it keeps a high bound
-    for _ in range(50):  # many later links to the good site: its bound stays its harvest
+    assert good > fresh > poor
+    assert poor < 0.5 * fresh
+    for _ in range(50):  # many later links to the good site: its lift stays near its harvest's
         later = score(jlse, "http://home.test/a", ["http://good.test/z2"])[0]
-    assert later > 0.99 * 0.85
+    assert later > 0.9 * good
 
 
 def test_strong_evidence_for_a_link_to_a_poor_site_is_damped_by_its_harvest() -> None:
-    jlse = crawl({"home.test": (10, 9), "poor.test": (20, 0)})
+    jlse = crawl({"home.test": (30, 27), "poor.test": (20, 0)})
     jlse.evaluator = FixedEvidence(0.8)  # e.g. a URL pattern G_w learnt on the home site
     poor, home = score(jlse, "http://home.test/a", ["http://poor.test/x", "http://home.test/b"])
-    assert home == pytest.approx(0.99 * 0.8)
-    assert poor < 0.15 * home  # 0 of 20 relevant: its bound (0.09) and lift (0.08) are low
+    assert home == pytest.approx(0.99 * 0.8)  # a link within the page's site: its evidence
+    assert poor < 0.2 * home  # 0 of 20 relevant
 
 
 def test_links_within_the_pages_own_site_are_left_to_the_evidence() -> None:
@@ -80,9 +80,25 @@ def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
     later = [score(jlse, "http://home.test/a", [f"http://new.test/{i}"])[0] for i in range(2, 30)]
     assert later[-1] < first
     assert all(a >= b for a, b in zip(later, later[1:], strict=False))
-    # the prior of a site nobody fetched from: the share of sites entered whose first page
-    # was relevant (1 of 1 here, with a uniform prior: 2/3)
-    assert later[-1] == pytest.approx(0.99 * (2 / 3 + 0.3 / np.sqrt(29)), rel=1e-6)  # 29th offer
+    # the site's bound over the crawl's harvest (6/12), times the group's lift (no outcome
+    # yet: 1/2 over 6/12); the prior of a site nobody fetched from: the share of sites entered
+    # whose first page was relevant (1 of 1 here, with a uniform prior: 2/3); the 29th offer
+    bound = 2 / 3 + 0.3 / np.sqrt(29)
+    assert later[-1] == pytest.approx(0.99 * 0.01 * bound / 0.5 * 1.0, rel=1e-6)
+
+
+def test_the_target_pages_off_site_links_learn_their_own_payoff() -> None:
+    jlse = crawl({"home.test": (20, 18)})
+    for i in range(10):  # the target pages' links to other sites led to irrelevant pages ...
+        score(jlse, "http://home.test/t", [f"http://junk{i}.test/a"], target=True)
+        jlse.observe_result(f"http://junk{i}.test/a", 0.01, [])
+        score(jlse, "http://home.test/l", [f"http://peer{i}.test/a"])  # ... the others' not
+        jlse.observe_result(f"http://peer{i}.test/a", 0.99, [])
+    assert jlse.sites.group_harvest(TARGET_OFF_SITE) == pytest.approx(1 / 12)
+    assert jlse.sites.group_harvest(OFF_SITE) == pytest.approx(11 / 12)
+    target_link = score(jlse, "http://home.test/t", ["http://new1.test/"], target=True)[0]
+    other_link = score(jlse, "http://home.test/l", ["http://new2.test/"])[0]
+    assert target_link < 0.2 * other_link
 
 
 def test_irrelevant_pages_offer_nothing() -> None:
@@ -104,9 +120,12 @@ def test_site_harvest_estimates() -> None:
     assert sites.new_site_harvest() == pytest.approx(2 / 4)
     assert sites.crawl_harvest() == pytest.approx(4 / 7)
     assert sites.harvest("a.test") == pytest.approx((3 + 1 / 2) / 5)
-    bounds, lifts = sites.offer(["b.test", "a.test", "c.test"])
-    assert bounds == pytest.approx([1 / 2, (3 + 1 / 2) / 5, (1 / 2) / 2])
-    assert lifts == pytest.approx([(1 / 2) / (4 / 7), 1.0, (1 / 4) / (4 / 7)])  # at most 1
+    lifts = sites.offer(["http://b.test/", "http://a.test/y", "http://c.test/z"], [1, 1, 1])
+    group = (1 / 2) / (4 / 7)
+    assert lifts == pytest.approx([(1 / 2) / (4 / 7) * group, (3.5 / 5) / (4 / 7) * group,
+                                   (1 / 4) / (4 / 7) * group])
+    sites.observe("http://b.test/", True)  # a ranked link fetched: its group's outcome
+    assert sites.group_harvest(1) == pytest.approx(2 / 3)
     assert site_of("http://A.test:8080/x/y?z#f") == "a.test:8080"
     assert site_of("not a url") == ""
 
@@ -139,12 +158,12 @@ def test_off_site_links() -> None:
         "http://b.test/y", "http://a.test:81/z"]
 
 
-def test_a_links_site_weight_crosses_from_a_page_process_to_the_writer() -> None:
+def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:
     from jlse.records import CrawlTask
     from jlse.workers.pipeline import PageResult
 
     result = PageResult(CrawlTask(url="http://a.test/", url_id=1),
-                        links=[NewLink("http://b.test/", 1, 1, "b", "", 0.2, 0, 0, 0.7),
+                        links=[NewLink("http://b.test/", 1, 1, "b", "", 0.2, 0, 0, 2),
                                NewLink("http://a.test/x", 1, 1, priority=0.4)])
     back = PageResult.from_json(result.to_json()).links
-    assert [(link.priority, link.site_weight) for link in back] == [(0.2, 0.7), (0.4, 0.0)]
+    assert [(link.priority, link.site_group) for link in back] == [(0.2, 2), (0.4, 0)]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jlse.models.site_harvest import TARGET_OFF_SITE
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
@@ -77,7 +78,7 @@ class PageResult:
             "retry_in": self.retry_in, "postpone": self.postpone,
             "robots_ready": self.robots_ready,
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
-                       link.priority, link.pattern_run, link.redirect_hops, link.site_weight]
+                       link.priority, link.pattern_run, link.redirect_hops, link.site_group]
                       for link in self.links],
             "cpu": self.cpu, "notes": self.notes,
         }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
@@ -271,10 +272,13 @@ class PagePipeline:
                                              is_next_page)
         elif floor is not None:
             links = up_links(task.url, page.links)
-            if self.strategy.explores_sites:  # and its links to other sites, scored as such
+            if self.strategy.explores_sites:  # and its links to other sites, a group of their own
                 links += off_site_links(task.url, page.links)
             result.links = self._score_links(task, links, relevance, text, floor,
                                              lambda page_url, link: is_up_link(page_url, link.url))
+            for link in result.links:
+                if link.site_group:
+                    link.site_group = TARGET_OFF_SITE
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
@@ -285,7 +289,7 @@ class PagePipeline:
         links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
-        priorities, site_weights = self.strategy.score_links_and_sites(
+        priorities, site_groups = self.strategy.score_links_and_sites(
             relevance, task.depth,
             [link.anchor_text for link in links],
             [link.url for link in links],
@@ -294,8 +298,8 @@ class PagePipeline:
             page_text=text,
             page_url=task.url,
         )
-        if site_weights is None:
-            site_weights = [0.0] * len(links)
+        if site_groups is None:
+            site_groups = [0] * len(links)
         return [
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
@@ -303,7 +307,7 @@ class PagePipeline:
                 priority=float(priority) if floor is None or not floored(task.url, link)
                 else max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
-                site_weight=float(weight),
+                site_group=int(group),
             )
-            for link, priority, weight in zip(links, priorities, site_weights, strict=True)
+            for link, priority, group in zip(links, priorities, site_groups, strict=True)
         ]
