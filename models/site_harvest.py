@@ -38,6 +38,7 @@ import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
 OFF_SITE, TARGET_OFF_SITE = 1, 2  # the link groups (``NewLink.site_group``)
+PROBES = 5  # a target page's off-site links: the first ones are fetched at the page's weight
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 
 
@@ -63,6 +64,7 @@ class SiteHarvest:
         self._entered = [0, 0]  # sites entered (first page fetched), first page relevant
         self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
         self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
+        self._probes: dict[int, int] = {}  # group -> links ranked as probes
 
     def observe(self, url: str, relevant: bool) -> None:
         """A page of ``url``'s site was fetched and judged (relevant or not)."""
@@ -94,6 +96,27 @@ class SiteHarvest:
     def group_harvest(self, group: int) -> float:
         """The share of relevant pages among those fetched through links of ``group``."""
         return _rate(self._groups.get(group, [0, 0]))
+
+    def probing(self, group: int) -> bool:
+        """Whether the group has had fewer than ``PROBES`` links ranked as probes (the
+        first links of a group are fetched at their page's weight, to learn its harvest
+        early); counts this call's link as one when it does."""
+        with self._lock:
+            probes = self._probes.get(group, 0)
+            if probes >= PROBES:
+                return False
+            self._probes[group] = probes + 1
+            return True
+
+    def outperformed(self, group: int) -> bool:
+        """Whether the group's upper bound γ_g + c / sqrt(1 + n_g) is below the crawl's
+        harvest: its links are then not worth queuing (arm elimination)."""
+        with self._lock:
+            count = self._groups.get(group, [0, 0])
+            if count[0] == 0:
+                return False
+            bound = _rate(count) + self.optimism / math.sqrt(1.0 + count[0])
+            return bound < self.crawl_harvest()
 
     def harvest(self, site: str) -> float:
         """The site's harvest estimate without optimism."""

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jlse.models.link_tokens import link_texts
-from jlse.models.site_harvest import SiteHarvest, site_of
+from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -120,7 +120,7 @@ class Strategy(ABC):
                                 parent_priority=parent_priority, page_text=page_text,
                                 page_url=page_url), None
 
-    def observe_result(self, url: str, relevance: float | None, links: Sequence[Any]) -> None:
+    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """Called where the crawl's results are written (the embedded crawl's process, which
         sees every page; in distributed mode the worker that wrote it), before its links
         (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
@@ -258,7 +258,7 @@ class LearnedTunnelling(JointLinkSimilarity):
     def explores_sites(self) -> bool:
         return self.sites is not None
 
-    def observe_result(self, url: str, relevance: float | None, links: Sequence[Any]) -> None:
+    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
         the priority of each link to another site by its site's and its group's lift."""
         if self.sites is None:
@@ -268,10 +268,17 @@ class LearnedTunnelling(JointLinkSimilarity):
         offered = [link for link in links if link.site_group]
         if not offered:
             return
+        dropped = self.sites.outperformed(TARGET_OFF_SITE)
+        if dropped:  # a target page's off-site links, known to pay less than the crawl's
+            offered = [link for link in offered if link.site_group != TARGET_OFF_SITE]
+            links[:] = [link for link in links if link.site_group != TARGET_OFF_SITE]
         lifts = self.sites.offer([link.url for link in offered],
                                  [link.site_group for link in offered])
+        weight = self.page_weight(relevance)
         for link, lift in zip(offered, lifts, strict=True):
             link.priority = min(1.0, link.priority * float(lift))
+            if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
+                link.priority = max(link.priority, weight)  # a probe: fetched soon
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target

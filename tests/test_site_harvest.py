@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jlse.models.site_harvest import OFF_SITE, TARGET_OFF_SITE, SiteHarvest, site_of
+from jlse.models.site_harvest import (
+    OFF_SITE,
+    PROBES,
+    TARGET_OFF_SITE,
+    SiteHarvest,
+    site_of,
+)
 from jlse.models.strategies import LearnedTunnelling
 from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
@@ -87,18 +93,26 @@ def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
     assert later[-1] == pytest.approx(0.99 * 0.01 * bound / 0.5 * 1.0, rel=1e-6)
 
 
-def test_the_target_pages_off_site_links_learn_their_own_payoff() -> None:
+def test_the_target_pages_off_site_links_are_probed_then_dropped_when_they_do_not_pay() -> None:
     jlse = crawl({"home.test": (20, 18)})
-    for i in range(10):  # the target pages' links to other sites led to irrelevant pages ...
-        score(jlse, "http://home.test/t", [f"http://junk{i}.test/a"], target=True)
+    probes = [score(jlse, "http://home.test/t", [f"http://junk{i}.test/a"], target=True)[0]
+              for i in range(PROBES + 2)]
+    weight = jlse.page_weight(None)  # the helper writes its page unjudged: 1
+    assert probes[:PROBES] == pytest.approx([weight] * PROBES)  # fetched soon, to learn early
+    assert probes[PROBES] < 0.1 * weight  # later ones: their evidence x the lifts
+    for i in range(PROBES + 2):  # the target pages' links to other sites led nowhere ...
         jlse.observe_result(f"http://junk{i}.test/a", 0.01, [])
-        score(jlse, "http://home.test/l", [f"http://peer{i}.test/a"])  # ... the others' not
+    for i in range(5):  # ... the other pages' off-site links to relevant pages
+        score(jlse, "http://home.test/l", [f"http://peer{i}.test/a"])
         jlse.observe_result(f"http://peer{i}.test/a", 0.99, [])
-    assert jlse.sites.group_harvest(TARGET_OFF_SITE) == pytest.approx(1 / 12)
-    assert jlse.sites.group_harvest(OFF_SITE) == pytest.approx(11 / 12)
-    target_link = score(jlse, "http://home.test/t", ["http://new1.test/"], target=True)[0]
-    other_link = score(jlse, "http://home.test/l", ["http://new2.test/"])[0]
-    assert target_link < 0.2 * other_link
+    assert jlse.sites.group_harvest(TARGET_OFF_SITE) == pytest.approx(1 / (PROBES + 4))
+    assert jlse.sites.group_harvest(OFF_SITE) == pytest.approx(6 / 7)
+    assert jlse.sites.outperformed(TARGET_OFF_SITE) and not jlse.sites.outperformed(OFF_SITE)
+    page = [NewLink("http://new1.test/", None, 2, priority=0.5, site_group=TARGET_OFF_SITE),
+            NewLink("http://new2.test/", None, 2, priority=0.5, site_group=OFF_SITE),
+            NewLink("http://home.test/x", None, 2, priority=0.5)]
+    jlse.observe_result("http://home.test/t", 0.99, page)
+    assert [link.url for link in page] == ["http://new2.test/", "http://home.test/x"]
 
 
 def test_irrelevant_pages_offer_nothing() -> None:
