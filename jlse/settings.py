@@ -140,8 +140,9 @@ class Settings:
     link_text_weight: float = 0.7
     # jlse: a page judged relevant passes r ** relevance_exponent to its links (1 = r itself)
     relevance_exponent: float = 4.0
-    # jlse: a link to another site ranks at least by that site's optimistic harvest (the
-    # site bandit, models/site_harvest.py; target pages give their off-site links); < 0 = off
+    # jlse: the optimism c of the site bandit (models/site_harvest.py: a link to another site
+    # x its site's and its link group's learnt lift; target pages' off-site links probed);
+    # below 0: no site bandit
     site_optimism: float = 0.3
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field

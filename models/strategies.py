@@ -234,6 +234,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
     of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left
     its topic's sites after 100 pages (docs/strategies.md, "Why the defaults are what they are").
+    With the site bandit (``site_optimism`` >= 0, ``models.site_harvest``), the links to
+    another site than their page's get their priority multiplied, where the crawl's results
+    are written (:meth:`observe_result`), by their site's and their link group's learnt lift,
+    and a target page gives its links to other sites too while that group pays: the link
+    evidence, learnt on the sites already walked, otherwise keeps the crawl on its first sites.
     Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
