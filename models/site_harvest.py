@@ -147,10 +147,5 @@ class SiteHarvest:
                         self._pending.popitem(last=False)
         return lifts
 
-    def sites_seen(self) -> int:
-        with self._lock:
-            return len(self._fetched)
-
-
 def _rate(count: list[int]) -> float:
     return (count[1] + 1.0) / (count[0] + 2.0)

@@ -124,7 +124,7 @@ class Strategy(ABC):
         """Called where the crawl's results are written (the embedded crawl's process, which
         sees every page; in distributed mode the worker that wrote it), before its links
         (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
-        sets the priority of the links with a site weight. The others ignore it."""
+        sets the priority of the links with a site group (or drops them). The others ignore it."""
         return None
 
 
