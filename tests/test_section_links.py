@@ -78,7 +78,7 @@ def test_a_relevant_target_gives_its_up_links_only(phones):
     topic, model, pages = phones
     climbed = 0
     for url, html in pages.items():
-        result = handled(topic, model, url, html, site_optimism=-1.0)  # no site bandit
+        result = handled(topic, model, url, html)  # the default: no site bandit
         record = result.fetch
         if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
             continue  # expanded whole (or judged irrelevant): not what this test is about
@@ -93,7 +93,7 @@ def test_with_the_site_bandit_a_target_gives_its_links_to_other_sites_too(phones
     topic, model, pages = phones
     left = 0
     for url, html in pages.items():
-        result = handled(topic, model, url, html)  # the default: site_optimism >= 0
+        result = handled(topic, model, url, html, site_optimism=0.3)
         record = result.fetch
         if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
             continue

@@ -153,15 +153,16 @@ def phone_model() -> TopicModel:
 
 
 def test_site_optimism_setting() -> None:
-    assert Settings().site_optimism == 0.3
+    assert Settings().site_optimism < 0  # off by default (docs/strategies.md, the site bandit)
     with pytest.raises(SettingsError, match="site_optimism"):
         Settings(site_optimism=1.5).validate()
 
 
-def test_site_bandit_reaches_jlse_and_can_be_turned_off(phone_model) -> None:
-    assert make_strategy("jlse", Settings(), phone_model).explores_sites
-    assert not make_strategy("jlse", Settings(site_optimism=-1.0), phone_model).explores_sites
-    assert not make_strategy("jlse-paper", Settings(), phone_model).explores_sites
+def test_site_bandit_is_opt_in_and_reaches_jlse_only(phone_model) -> None:
+    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).explores_sites
+    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).sites.optimism == 0.3
+    assert not make_strategy("jlse", Settings(), phone_model).explores_sites
+    assert not make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model).explores_sites
     assert not make_strategy("best-first", Settings(), phone_model).explores_sites
 
 
