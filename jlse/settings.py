@@ -142,8 +142,8 @@ class Settings:
     relevance_exponent: float = 4.0
     # jlse: the optimism c of the site bandit (models/site_harvest.py: a link to another site
     # x its site's and its link group's learnt lift; target pages' off-site links probed);
-    # below 0: no site bandit (the default: it lost harvest at 1,000 pages on 20 Newsgroups)
-    site_optimism: float = -1.0
+    # below 0: no site bandit (docs/strategies.md, "The site bandit": why it is on)
+    site_optimism: float = 0.3
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link

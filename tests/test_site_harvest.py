@@ -153,7 +153,7 @@ def phone_model() -> TopicModel:
 
 
 def test_site_optimism_setting() -> None:
-    assert Settings().site_optimism < 0  # off by default (docs/strategies.md, the site bandit)
+    assert Settings().site_optimism == 0.3  # on by default (docs/strategies.md, the site bandit)
     with pytest.raises(SettingsError, match="site_optimism"):
         Settings(site_optimism=1.5).validate()
 
