@@ -10,11 +10,11 @@ PIP    := PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(BIN)/pip
 
 .PHONY: install dev install-dev corpus demo test test-fast bench lint services clean \
         cluster-up cluster-down worker learner dispatcher flower status \
-        redis-cluster-up redis-cluster-down
+        redis-cluster-up redis-cluster-down pgbouncer-install pgbouncer-up pgbouncer-down
 
 # install: what crawls need (embedded and distributed mode); dev: also the test and lint tools.
 install: $(STAMP)
-dev install-dev: $(DEV_STAMP) corpus
+dev install-dev: $(DEV_STAMP) corpus pgbouncer-install
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -108,3 +108,26 @@ redis-cluster-up:
 
 redis-cluster-down:
 	scripts/redis-cluster.sh stop '$(REDIS_CLUSTER_DIR)'
+
+# pgbouncer (scripts/pgbouncer.sh): a worker machine's connection pool in front of PostgreSQL,
+# transaction pooling, PGBOUNCER_POOL server connections per database on 127.0.0.1:PGBOUNCER_PORT.
+# make dev installs it (the pooling tests start their own on free ports).
+PGBOUNCER_PORT ?= 6432
+PGBOUNCER_POOL ?= 2
+PGBOUNCER_DIR  ?= /tmp/jlse-pgbouncer
+PGBOUNCER_UPSTREAM ?= 127.0.0.1 5432
+
+pgbouncer-install:
+	@command -v pgbouncer >/dev/null || test -x /usr/sbin/pgbouncer || { \
+	  echo "jlse: installing pgbouncer (apt-get install -y pgbouncer)"; \
+	  apt-get install -y pgbouncer >/dev/null 2>&1 || \
+	    { apt-get update >/dev/null 2>&1 && apt-get install -y pgbouncer >/dev/null 2>&1; } || \
+	  echo "jlse: could not install pgbouncer (not root, or no apt?): install it to run" \
+	       "tests/test_store_pgbouncer.py and make pgbouncer-up"; }
+
+pgbouncer-up:
+	INSTALL_MISSING=1 scripts/pgbouncer.sh start '$(PGBOUNCER_DIR)' '$(PGBOUNCER_PORT)' \
+	  '$(PGBOUNCER_POOL)' $(PGBOUNCER_UPSTREAM)
+
+pgbouncer-down:
+	scripts/pgbouncer.sh stop '$(PGBOUNCER_DIR)'

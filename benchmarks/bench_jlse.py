@@ -170,7 +170,8 @@ def side_by_side(runs: dict[str, tuple]) -> dict[str, dict]:
 
 def _scorer(evaluator: JLSEEvaluator | LearnedTunnelling) -> Callable:
     if isinstance(evaluator, LearnedTunnelling):
-        return partial(evaluator.score_links, 0.9, 0)
+        # a page of a site the links (of 500 sites) mostly leave: the site bandit scores them
+        return partial(evaluator.score_links, 0.9, 0, page_url="http://home.example/page")
     return partial(evaluator.priorities, 0.9)
 
 
@@ -234,7 +235,8 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
                                  section_links=defaults.section_links,
                                  link_text_relevance=link_text_relevance(rng, words),
                                  link_text_weight=defaults.link_text_weight,
-                                 relevance_exponent=defaults.relevance_exponent)
+                                 relevance_exponent=defaults.relevance_exponent,
+                                 site_optimism=defaults.site_optimism)
     # The evaluator and the default strategy side by side; no cache shared (pages all new).
     default = side_by_side({"capped": (JLSEEvaluator(anchors, lambda: table), pages),
                             "strategy": (strategy, strategy_pages)})

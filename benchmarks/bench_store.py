@@ -1,15 +1,35 @@
-"""Write speed of the crawl database: pages/s for record_fetch + add_links(80 links).
+"""Write speed of the crawl database, as a worker writes: record_fetch_once + add_links(80 links).
 
-Each simulated page is fetched (record_fetch) and yields 80 out-links: 60 new URLs and 20
-site-wide navigation links already known (as on real sites). Also times iter_links over all rows.
+Each simulated page is fetched (``record_fetch_once``) and yields 80 out-links: 60 new URLs and
+20 site-wide navigation links already known (as on real sites). The calls run inside
+``store.autocommit()``, as a distributed worker makes them, on one connection. Reported per
+backend:
+
+* pages/s of the whole loop;
+* link rows/s of ``add_links`` in that loop (80 rows per call, time spent inside
+  ``add_links``): the link insert rate of one connection written by one thread (a prefork
+  worker process);
+* then ``add_links`` alone, from 1 thread and from ``--threads`` threads sharing the store
+  (one connection, as a thread-pool worker's threads share it): link rows/s over the wall
+  time, and CPU microseconds per link row of the PostgreSQL backend and of the client;
+* on PostgreSQL, how many updates of ``links`` were HOT (``pg_stat_user_tables``:
+  ``n_tup_hot_upd`` / ``n_tup_upd``) and the bytes per link row (``pg_total_relation_size``
+  of ``links`` / its rows, indexes and TOAST included);
+* the rate of ``iter_links`` over all rows.
 
     python benchmarks/bench_store.py [--pages 2000] [--pg postgresql://postgres@127.0.0.1/postgres]
+        [--only postgresql] [--label NAME]
+
+The script uses only the store's public calls, so the same file measures an older checkout
+(run it with that checkout's interpreter) side by side with this one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -21,25 +41,77 @@ NEW_PER_PAGE = 60
 NAV_LINKS = 20
 
 
-def crawl(store: CrawlStore, pages: int) -> float:
-    """Simulated crawl of ``pages`` pages; returns pages per second."""
-    nav = [NewLink(f"http://site.test/nav/{n}", None, 0, f"nav {n}") for n in range(NAV_LINKS)]
-    [(page_id, _)] = store.add_links([NewLink("http://site.test/", None, 0)])
+def crawl(store: CrawlStore, pages: int) -> dict[str, float]:
+    """Simulated crawl of ``pages`` pages: pages/s and add_links rows/s."""
+    nav = [NewLink(f"http://site{n % 4}.test/nav/{n}", None, 0, f"nav {n}") for n in range(NAV_LINKS)]
+    [(page_id, _)] = store.add_links([NewLink("http://site0.test/", None, 0)])
     store.add_links(nav)
     queue = [page_id]
+    in_add_links = 0.0
     started = time.perf_counter()
     for page in range(pages):
         url_id = queue.pop(0)
-        store.record_fetch(FetchRecord(
-            url_id=url_id, url="", outcome=Outcome.OK, fetched_at=time.time(), status_code=200,
-            content_type="text/html", n_bytes=20_000, elapsed=0.2, relevance=0.6,
-            is_target=page % 10 == 0, title=f"page {page}"))
-        links = [NewLink(f"http://site.test/p{page}/{n}", url_id, 1, f"anchor {n} 体育新闻",
-                         "some context words around the link " * 3, priority=0.5)
+        with store.autocommit():
+            store.record_fetch_once(FetchRecord(
+                url_id=url_id, url="", outcome=Outcome.OK, fetched_at=time.time(),
+                status_code=200, content_type="text/html", n_bytes=20_000, elapsed=0.2,
+                relevance=0.6, is_target=page % 10 == 0, title=f"page {page}"))
+        links = [NewLink(f"http://site{page % 4}.test/p{page}/{n}", url_id, 1,
+                         f"anchor {n} 体育新闻", "some context words around the link " * 3,
+                         priority=0.5)
                  for n in range(NEW_PER_PAGE)]
-        answers = store.add_links(links + nav)
+        begun = time.perf_counter()
+        with store.autocommit():
+            answers = store.add_links(links + nav)
+        in_add_links += time.perf_counter() - begun
         queue.extend(link_id for link_id, created in answers if created)
-    return pages / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return {"pages_per_s": pages / elapsed,
+            "link_rows_per_s": pages * (NEW_PER_PAGE + NAV_LINKS) / in_add_links}
+
+
+def backend_cpu(store: CrawlStore) -> float:
+    """CPU seconds the store's PostgreSQL backend has used (from /proc: server and bench
+    share this machine); 0.0 for a store without a server."""
+    conn = getattr(store, "_conn", None)
+    pid = conn.get_backend_pid() if hasattr(conn, "get_backend_pid") else None
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def add_links_only(store: CrawlStore, pages: int, threads: int, tag: str) -> dict[str, float]:
+    """``add_links`` alone, called by ``threads`` threads sharing ``store`` (one connection;
+    a thread-pool worker's write pattern), ``pages`` calls of 80 links in all: link rows/s
+    over the wall time, and CPU per link row of the server's backend and of this process
+    (figures the machine's load moves less than wall time)."""
+    nav = [NewLink(f"http://{tag}{n % 4}.test/nav/{n}", None, 0, f"nav {n}")
+           for n in range(NAV_LINKS)]
+    store.add_links(nav)
+
+    def work(first: int) -> None:
+        for page in range(first, pages, threads):
+            links = [NewLink(f"http://{tag}{page % 4}.test/p{page}/{n}", None, 1,
+                             f"anchor {n} 体育新闻", "some context words around the link " * 3,
+                             priority=0.5)
+                     for n in range(NEW_PER_PAGE)]
+            store.add_links(links + nav)
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    server, client = backend_cpu(store), time.process_time()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    rows = pages * (NEW_PER_PAGE + NAV_LINKS)
+    return {"rows_per_s": rows / (time.perf_counter() - started),
+            "server_us": 1e6 * (backend_cpu(store) - server) / rows,
+            "client_us": 1e6 * (time.process_time() - client) / rows}
 
 
 def iterate(store: CrawlStore) -> tuple[int, float]:
@@ -48,12 +120,47 @@ def iterate(store: CrawlStore) -> tuple[int, float]:
     return count, count / (time.perf_counter() - started)
 
 
-def run(name: str, url: str, pages: int) -> None:
+def pg_table_figures(admin_url: str, schema: str) -> str:
+    """HOT updates and bytes per row of ``schema.links``."""
+    import psycopg2
+
+    time.sleep(1.5)  # the store's closed connection sends its counters as it exits
+    conn = psycopg2.connect(admin_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                        "WHERE schemaname = %s AND relname = 'links'", (schema,))
+            updates, hot = cur.fetchone() or (0, 0)
+            cur.execute(f'SELECT pg_total_relation_size(\'"{schema}".links\'), '
+                        f'pg_indexes_size(\'"{schema}".links\'), COUNT(*) FROM "{schema}".links')
+            total, indexes, rows = cur.fetchone()
+            cur.execute("SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) "
+                        "FROM pg_index WHERE indrelid = %s::regclass ORDER BY 1",
+                        (f'"{schema}".links',))
+            each = ", ".join(f"{index.rsplit('.', 1)[-1]} {size / rows:.0f}"
+                             for index, size in cur.fetchall())
+    finally:
+        conn.close()
+    share = f"{100 * hot / updates:.0f}%" if updates else "-"
+    return (f"   links updates: {updates} ({hot} HOT, {share})"
+            f"   {total / rows:.0f} B/row ({indexes / rows:.0f} in indexes: {each})")
+
+
+def run(name: str, url: str, pages: int, threads: int,
+        admin: tuple[str, str] | None = None) -> None:
     with open_store(url) as store:
-        rate = crawl(store, pages)
+        rates = crawl(store, pages)
         rows, row_rate = iterate(store)
-    print(f"{name:<11} {rate:8.0f} pages/s   ({rate * (NEW_PER_PAGE + NAV_LINKS):8.0f} links/s)"
-          f"   iter_links: {rows} rows at {row_rate:,.0f} rows/s")
+        alone = [(n, add_links_only(store, pages, n, f"t{n}-")) for n in sorted({1, threads})]
+    extra = pg_table_figures(*admin) if admin else ""
+    print(f"{name:<11} {rates['pages_per_s']:7.0f} pages/s   add_links link rows/s per "
+          f"connection in the crawl: {rates['link_rows_per_s']:8.0f}   "
+          f"iter_links: {rows} rows at {row_rate:,.0f} rows/s{extra}", flush=True)
+    for n, figures in alone:
+        print(f"{name:<11}   add_links alone, {n:2d} thread(s) on one connection: "
+              f"{figures['rows_per_s']:8.0f} link rows/s   CPU per link row: server "
+              f"{figures['server_us']:5.1f} us, client {figures['client_us']:5.1f} us",
+              flush=True)
 
 
 def temporary_pg_schema(admin_url: str):
@@ -72,13 +179,21 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres",
                         help="PostgreSQL database to benchmark in (a temporary schema); '' to skip")
+    parser.add_argument("--only", choices=("sqlite", "postgresql"), default=None,
+                        help="measure one backend only")
+    parser.add_argument("--threads", type=int, default=8,
+                        help="add_links alone from 1 and from this many threads on one store")
+    parser.add_argument("--label", default="", help="a word printed before each line")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as workdir:
-        run("sqlite", f"sqlite:///{Path(workdir).resolve()}/crawl.db", args.pages)
-    if args.pg:
+    prefix = f"{args.label} " if args.label else ""
+    if args.only in (None, "sqlite"):
+        with tempfile.TemporaryDirectory() as workdir:
+            run(f"{prefix}sqlite", f"sqlite:///{Path(workdir).resolve()}/crawl.db", args.pages,
+                args.threads)
+    if args.pg and args.only in (None, "postgresql"):
         conn, schema, url = temporary_pg_schema(args.pg)
         try:
-            run("postgresql", url, args.pages)
+            run(f"{prefix}postgresql", url, args.pages, args.threads, admin=(args.pg, schema))
         finally:
             conn.cursor().execute(f'DROP SCHEMA "{schema}" CASCADE')
             conn.close()

@@ -131,7 +131,7 @@ def _check_not_running(registry: CrawlRegistry, crawl_id: str, resume: bool) -> 
 
 
 def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
-    has_crawl = store.stats().links > 0
+    has_crawl = store.has_links()  # one row read, not a count of links
     if has_crawl and not resume:
         raise CrawlSetupError(f"{redact_url(store_url)} already holds a crawl: continue it with "
                               "--resume, or use another database")

@@ -136,6 +136,10 @@ class NewLink:
     priority: float = 1.0
     pattern_run: int = 0
     redirect_hops: int = 0
+    # for the strategy's site bandit, ranked where the crawl's results are written
+    # (``Strategy.observe_result``): 0 not ranked; a link to another site on a page expanded
+    # whole (1) or on a target page, otherwise not followed (2)
+    site_group: int = 0
 
 
 @dataclass

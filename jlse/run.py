@@ -120,6 +120,9 @@ def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, mo
     if processes:
         if model is not None:  # built once here and shared, not once per page process
             tokenizer.prepare(["中文"])
+            # the compiled KDE-NB kernel too: a page process loading (or, on a cold numba
+            # cache, compiling) it on its first relevant page held that page for seconds
+            model.link_text_relevance(["prepare"], ["prepare"])
         if strategy.learns == "qtable":
             link_index.prepare_search()
         threads = -(-2 * settings.concurrency // processes)
@@ -191,7 +194,7 @@ def _clear_workdir(workdir: Path, store_url: str | None) -> None:
 
 
 def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
-    has_crawl = store.stats().links > 0
+    has_crawl = store.has_links()  # one row read, not a count of links
     if resume and not has_crawl:
         raise CrawlSetupError(f"cannot resume: {redact_url(store_url)} holds no crawl; start a "
                               "new crawl without --resume")

@@ -140,6 +140,10 @@ class Settings:
     link_text_weight: float = 0.7
     # jlse: a page judged relevant passes r ** relevance_exponent to its links (1 = r itself)
     relevance_exponent: float = 4.0
+    # jlse: the optimism c of the site bandit (models/site_harvest.py: a link to another site
+    # x its site's and its link group's learnt lift; target pages' off-site links probed);
+    # below 0: no site bandit (docs/strategies.md, "The site bandit": why it is on)
+    site_optimism: float = 0.3
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link
@@ -205,6 +209,8 @@ class Settings:
                     "low_priority_share", "section_links", "link_text_weight"):
             if not 0.0 <= getattr(self, key) <= 1.0:
                 raise SettingsError(f"{key}: must lie in [0, 1], got {getattr(self, key)}")
+        if self.site_optimism > 1.0:
+            raise SettingsError(f"site_optimism: at most 1 (below 0: off), got {self.site_optimism}")
         if not 1.0 <= self.relevance_exponent <= 64.0:
             raise SettingsError(f"relevance_exponent: must lie in [1, 64], got {self.relevance_exponent}")
         if self.warc not in WARC_MODES:

@@ -209,7 +209,7 @@ class ContextGraphStrategy(Strategy):
         self.page_log.add(url, self._counts(page_text), link_urls, relevant)
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         model = self.layer_model.get()

@@ -42,7 +42,7 @@ class CashSplit(Strategy):
         self.relevance_weight = relevance_weight
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         weights = 1.0 + self.relevance_weight * self._link_relevance(anchors)

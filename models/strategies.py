@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jlse.models.link_tokens import link_texts
+from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -59,6 +60,12 @@ class Strategy(ABC):
     def seed_priority(self) -> float:
         return 1.0
 
+    @property
+    def explores_sites(self) -> bool:
+        """Whether a target page (otherwise not expanded) gives its links to other sites too,
+        for the strategy to rank (``jlse`` with its site bandit)."""
+        return False
+
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         """Whether the out-links of a page are followed at all."""
         if not self.focused:
@@ -85,18 +92,39 @@ class Strategy(ABC):
         contexts: Sequence[str],
         parent_priority: float = 1.0,
         page_text: str = "",
+        page_url: str = "",
     ) -> np.ndarray:
         """One priority per out-link (higher is fetched first).
 
         ``page_relevance`` is P(relevant | page) of the page the links are on (None when no
         topic model), ``depth`` its depth, ``parent_priority`` the priority it was fetched at,
-        ``page_text`` its visible text (only ``cfc`` reads it)."""
+        ``page_text`` its visible text (only ``cfc`` reads it), ``page_url`` its canonical URL
+        ("" when unknown; only ``jlse`` reads it, to tell links to other sites)."""
 
     def observe_page(self, url: str, page_text: str, relevance: float | None,
                      link_urls: Sequence[str]) -> None:
         """Called once per parsed page before ``score_links`` (``url`` and its out-links are
         canonical); a strategy that learns from the pages it sees (``cfc``) keeps what it
         needs, the others ignore it."""
+        return None
+
+    def score_links_and_sites(self, page_relevance: float | None, depth: int,
+                              anchors: Sequence[str], urls: Sequence[str],
+                              contexts: Sequence[str], parent_priority: float = 1.0,
+                              page_text: str = "", page_url: str = "",
+                              ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``score_links`` and, for a strategy with a site bandit, each link's site
+        group (``NewLink.site_group``: > 0 on the links :meth:`observe_result` ranks); None:
+        none."""
+        return self.score_links(page_relevance, depth, anchors, urls, contexts,
+                                parent_priority=parent_priority, page_text=page_text,
+                                page_url=page_url), None
+
+    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
+        """Called where the crawl's results are written (the embedded crawl's process, which
+        sees every page; in distributed mode the worker that wrote it), before its links
+        (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
+        sets the priority of the links with a site group (or drops them). The others ignore it."""
         return None
 
 
@@ -124,7 +152,7 @@ class BreadthFirst(Strategy):
     focused = False
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         return np.ones(len(urls))
 
 
@@ -135,7 +163,7 @@ class BestFirst(Strategy):
     focused = False  # soft focus: low-relevance pages still pass on their (low) priority
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         score = 0.0 if page_relevance is None else page_relevance
         return np.full(len(urls), score)
 
@@ -150,7 +178,7 @@ class AnchorTextAnalysis(Strategy):
         self.anchor_similarity = anchor_similarity
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return share_by_similarity(page_relevance, self.anchor_similarity(anchors))
@@ -168,7 +196,7 @@ class JointLinkSimilarity(Strategy):
         self.evaluator = evaluator  # a models.jlse_evaluator.JLSEEvaluator
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         priorities = self.evaluator.priorities(_relevance_or_one(page_relevance),
@@ -206,6 +234,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
     of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left
     its topic's sites after 100 pages (docs/strategies.md, "Why the defaults are what they are").
+    With the site bandit (``site_optimism`` >= 0, ``models.site_harvest``), the links to
+    another site than their page's get their priority multiplied, where the crawl's results
+    are written (:meth:`observe_result`), by their site's and their link group's learnt lift,
+    and a target page gives its links to other sites too while that group pays: the link
+    evidence, learnt on the sites already walked, otherwise keeps the crawl on its first sites.
     Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
@@ -216,13 +249,41 @@ class LearnedTunnelling(JointLinkSimilarity):
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
-                 **base: Any) -> None:
+                 site_optimism: float | None = None, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
         self.section_links = section_links
         self.link_text_relevance = link_text_relevance
         self.link_text_weight = link_text_weight
+        # None: no site bandit (links to other sites are scored like the others)
+        self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
+
+    @property
+    def explores_sites(self) -> bool:
+        return self.sites is not None
+
+    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
+        """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
+        the priority of each link to another site by its site's and its group's lift."""
+        if self.sites is None:
+            return
+        if relevance is not None:
+            self.sites.observe(url, relevance >= self.relevance_threshold)
+        offered = [link for link in links if link.site_group]
+        if not offered:
+            return
+        dropped = self.sites.outperformed(TARGET_OFF_SITE)
+        if dropped:  # a target page's off-site links, known to pay less than the crawl's
+            offered = [link for link in offered if link.site_group != TARGET_OFF_SITE]
+            links[:] = [link for link in links if link.site_group != TARGET_OFF_SITE]
+        lifts = self.sites.offer([link.url for link in offered],
+                                 [link.site_group for link in offered])
+        weight = self.page_weight(relevance)
+        for link, lift in zip(offered, lifts, strict=True):
+            link.priority = min(1.0, link.priority * float(lift))
+            if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
+                link.priority = max(link.priority, weight)  # a probe: fetched soon
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target
@@ -240,16 +301,27 @@ class LearnedTunnelling(JointLinkSimilarity):
         return relevance ** self.relevance_exponent
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
+        return self.score_links_and_sites(page_relevance, depth, anchors, urls, contexts,
+                                          page_url=page_url)[0]
+
+    def score_links_and_sites(self, page_relevance, depth, anchors, urls, contexts,
+                              parent_priority=1.0, page_text="", page_url=""):
+        """The links' evidence priorities; with the site bandit, group 1 on the links to
+        another site than ``page_url``'s (0 elsewhere)."""
         if len(urls) == 0:
-            return np.zeros(0)
+            return np.zeros(0), None
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
         relevance = self.page_weight(page_relevance)
-        priorities = relevance * np.maximum(sim_anchor, sim_predicted)
+        weights = np.full(len(urls), relevance)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
-            priorities *= 1.0 - self.link_text_weight + self.link_text_weight * text
-        return priorities
+            weights *= 1.0 - self.link_text_weight + self.link_text_weight * text
+        priorities = weights * np.maximum(sim_anchor, sim_predicted)
+        if self.sites is None or relevance <= 0 or not page_url:
+            return priorities, None
+        page_site = site_of(page_url)
+        return priorities, np.array([int(site_of(url) != page_site) for url in urls])
 
 
 class BayesContext(Strategy):
@@ -263,7 +335,7 @@ class BayesContext(Strategy):
         self.link_text_relevance = link_text_relevance
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         return np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
@@ -298,7 +370,7 @@ class KeywordVSM(Strategy):
         self.cosine = KeywordCosine(keywords)
 
     def score_links(self, page_relevance, depth, anchors, urls, contexts,
-                    parent_priority=1.0, page_text="") -> np.ndarray:
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
         if len(urls) == 0:
             return np.zeros(0)
         cosines = self.cosine.cosines(link_texts(anchors, contexts))

@@ -59,7 +59,9 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        section_links=settings.section_links,
                        link_text_relevance=model.link_text_relevance,
                        link_text_weight=settings.link_text_weight,
-                       relevance_exponent=settings.relevance_exponent, **base)
+                       relevance_exponent=settings.relevance_exponent,
+                       site_optimism=(None if settings.site_optimism < 0
+                                      else settings.site_optimism), **base)
         return cls(evaluator, **base)
 
     return build

@@ -4,30 +4,37 @@ A crawl's frontier is ``frontier_shards`` shards (``scheduler.shards``), each or
 on its own. A dispatcher serves every shard, or with ``--shard i/k`` the shards ``s`` with
 ``s % k == i``: k dispatchers split the work, each running the round script of its shards only
 (on a Redis Cluster, spread over the masters). The page budget and ``max_outstanding`` are the
-crawl's: at the start of a round one pipelined read takes every shard's figures (fetched, in
-flight, queued, spilled, its best and its best ready priorities), and a shard's pops are bounded
-by what the others hold, so several dispatchers may overshoot them by at most the pops of one of
+crawl's: a round starts by reading every shard's figures, and a shard's pops are bounded by
+what the others hold, so several dispatchers may overshoot them by at most the pops of one of
 their rounds.
 
-A round merges the shards' orders: the shard whose best ready URL is best pops every URL down
-to the best ready URL of any other shard (its floor) and tells what it has left; again, while a
-served shard is best (at most ``MERGE_CALLS`` calls per served shard). Then every served shard
-not called yet is called with the others' best as its floor: its reap, refills and figures, and
-the hosts whose politeness delay ended since (its script promotes them) if they beat that
-floor. So one dispatcher serving every shard hands out URLs in the crawl's order, as with one
-shard; a dispatcher serving some shards pops only what beats the others' best ready URLs. "Low"
-is below ``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
+A round gives the crawl's free slots to its best ready URLs, whichever shard holds them. It
+starts with one call per shard (``read_figures``, the ``FIGURES`` script): the shard promotes the
+hosts whose delay ended and tells its figures and the priorities of its best ready hosts, as
+many as the crawl has slots. The best of them over every shard, as many as there are free slots
+(and pages left in the budget; of the low ones only as many as the crawl's low slots left
+free), are each shard's share. Then each served shard is called once, best first, to pop at
+most its share and nothing below the best ready URL any other shard leaves (its first one
+beyond its share; for a shard already called, what its call left). So one dispatcher serving
+every shard hands out the URLs one shard would, in two calls per shard whatever the round's
+size; a dispatcher serving some shards pops only its shards' share. "Low" is below
+``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
 
-(Measured against a floor at the n-th best ready URL over every shard with one call per shard,
-which cost the dispatcher less: on the acceptance web the harvest fell from 0.967 to 0.90-0.92;
+(Measured against shares blind to the low slots, and a floor at the n-th best ready URL: on
+the acceptance web the harvest fell from 0.967 to 0.89-0.92, a shard's low-priority slot going
+to junk while a better but low URL waited in another shard; and against merging the shards' orders call
+by call, which made 0.90 round-script calls per page instead of 0.04 with one shard;
 docs/benchmarks.md, "Sharded frontier".)
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.redis_frontier import RedisFrontier
@@ -35,7 +42,6 @@ from jlse.settings import Settings
 
 REAP_EVERY = 0.5  # seconds between reaps of a shard's expired leases
 REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
-MERGE_CALLS = 3  # a round's calls per served shard at most, while merging their orders
 
 
 @dataclass
@@ -62,31 +68,46 @@ class CrawlState:
     # per shard: its best queued priority and its low URLs in flight, as last read
     best: dict[int, float] = field(default_factory=dict)
     low: dict[int, int] = field(default_factory=dict)
-    # per shard: the best priority of its ready hosts (the round's read, then what its call
-    # left)
-    ready: dict[int, float] = field(default_factory=dict)
+    # per shard: the priorities of its best ready hosts, best first (the round's read)
+    ready: dict[int, list[float]] = field(default_factory=dict)
+    # per shard: the best ready priority it leaves this round (see ``round_calls``)
+    left: dict[int, float | None] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)  # shards whose Redis did not answer lately
     others_read: float = -float("inf")
 
-    def merge_order(self) -> Iterator[tuple[int, float | None]]:
-        """The round's calls, (served shard, floor), as the module says."""
-        called: set[int] = set()
-        for _ in range(MERGE_CALLS * len(self.shards)):
-            best = max(self.ready.items(), key=lambda item: item[1], default=None)
-            if best is None or best[0] not in self.shards:
-                break  # nothing ready, or another dispatcher's shard is best
-            index, before = best
-            called.add(index)
-            yield index, self._others_best(index)
-            if self.ready.get(index) == before:  # nothing taken (slots, budget, low rule)
-                break
-        for index in sorted(self.shards):
-            if index not in called:
-                yield index, self._others_best(index)
+    def free_slots(self) -> int:
+        """Pops the crawl may make now: ``max_outstanding`` less the URLs in flight (a down
+        shard's tasks are stuck until it is back: they take no slot), within the page budget."""
+        in_flight = sum(figures[1] for shard, figures in self.seen.items()
+                        if shard not in self.down)
+        spent = sum(fetched + in_flight for fetched, in_flight, _, _ in self.seen.values())
+        return max(0, min(self.max_outstanding - in_flight, self.settings.max_pages - spent))
 
-    def _others_best(self, index: int) -> float | None:
-        return max((score for shard, score in self.ready.items() if shard != index),
-                   default=None)
+    def round_calls(self) -> Iterator[tuple[int, int, float | None]]:
+        """The round's calls, (served shard, most pops, floor or None), as the module says;
+        ``left`` must hold, once a call is made, the best ready priority its shard left (the
+        floors of the calls after it)."""
+        counts = Counter(index for _, index in self._chosen())
+        self.left = {index: (scores[counts[index]] if len(scores) > counts[index] else None)
+                     for index, scores in self.ready.items()}
+        for index in sorted(self.shards, key=lambda i: -(self.ready.get(i) or [-math.inf])[0]):
+            others = [score for shard, score in self.left.items()
+                      if shard != index and score is not None]
+            yield index, counts[index], max(others, default=None)
+
+    def _chosen(self) -> list[tuple[float, int]]:
+        """The round's pops as (priority, shard): the best ready URLs over every shard, as
+        many as there are free slots, the low ones (below priority_slack x the crawl's best)
+        only as many as the crawl's low slots left free."""
+        ready = sorted(((score, index) for index, scores in self.ready.items()
+                        for score in scores), reverse=True)
+        bests = list(self.best.values())
+        low_bound = self.settings.priority_slack * max(bests) if bests else -math.inf
+        slots = self.free_slots()
+        chosen = [entry for entry in ready if entry[0] >= low_bound][:slots]
+        low_free = self.settings.low_priority_slots - sum(self.low.values())
+        low_free = max(0, min(low_free, slots - len(chosen)))
+        return chosen + [entry for entry in ready if entry[0] < low_bound][:low_free]
 
 
 def parse_shard_spec(spec: str | None) -> tuple[int, int]:
@@ -104,36 +125,23 @@ def parse_shard_spec(spec: str | None) -> tuple[int, int]:
     return pair
 
 
-def read_figures(registry: CrawlRegistry, crawl_id: str, crawl: CrawlState,
-                 indexes: list[int]) -> None:
-    """Per shard in ``indexes``, one pipelined read: fetched, in flight, queued, spilled, its
-    best priority, its low URLs in flight (below priority_slack x the crawl's best as last read)
-    and its best ready priority."""
+def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: CrawlState,
+                 index: int, now: float) -> None:
+    """Shard ``index``'s figures (the ``FIGURES`` script): fetched, in flight, queued, spilled,
+    its best priority, its low URLs in flight (below priority_slack x the crawl's best as last
+    read) and the priorities of its best ready hosts, as many as the crawl has slots."""
     bests = list(crawl.best.values())
     low_bound = crawl.settings.priority_slack * max(bests) if bests else None
-    pipe = registry.client.pipeline(transaction=False)
-    for index in indexes:
-        frontier = registry.frontier_prefix(crawl_id, index)
-        pipe.hget(registry.shard_prefix(crawl_id, index) + "counters", "fetched")
-        pipe.hlen(frontier + "lease")
-        pipe.get(frontier + "queued")
-        pipe.hlen(frontier + "spill")
-        pipe.zrevrange(frontier + "best", 0, 0, withscores=True)
-        pipe.zcount(frontier + "lease_priority", "-inf",
-                    "-inf" if low_bound is None else f"({low_bound!r}")
-        pipe.zrevrange(frontier + "ready", 0, 0, withscores=True)
-    replies = pipe.execute()
-    for position, index in enumerate(indexes):
-        fetched, in_flight, queued, spilled, best, low, ready = \
-            replies[7 * position:7 * position + 7]
-        if ready:
-            crawl.ready[index] = float(ready[0][1])
-        else:
-            crawl.ready.pop(index, None)
-        crawl.seen[index] = (int(float(fetched or 0)), int(in_flight), int(queued or 0),
-                             int(spilled))
-        if best:
-            crawl.best[index] = float(best[0][1])
-        else:
-            crawl.best.pop(index, None)
-        crawl.low[index] = int(low)
+    frontier = registry.frontier_prefix(crawl_id, index)
+    reply = script(keys=[frontier + "ready"],
+                   args=[frontier, repr(now),
+                         registry.shard_prefix(crawl_id, index) + "counters",
+                         "" if low_bound is None else repr(low_bound), crawl.max_outstanding])
+    fetched, in_flight, queued, spilled, best, low = reply[:6]
+    crawl.ready[index] = [float(score) for score in reply[6:]]
+    crawl.seen[index] = (int(float(fetched)), int(in_flight), int(queued), int(spilled))
+    if best:
+        crawl.best[index] = float(best)
+    else:
+        crawl.best.pop(index, None)
+    crawl.low[index] = int(low)

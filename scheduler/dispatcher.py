@@ -94,6 +94,7 @@ class DispatchRound:
     spilled_hosts: int = 0  # hosts with URLs waiting in the crawl database
     refill_due: int = 0  # of them, hosts due a refill now
     ready_best: float | None = None  # the best priority of a ready host left after the pops
+    low_in_flight: int = 0  # of its URLs in flight, those below the low bound
 
 
 SendTask = Callable[[str, dict], None]
@@ -115,6 +116,7 @@ class Dispatcher:
         self._crawls: dict[str, CrawlState] = {}
         self._stopping = False
         self._script = registry.client.register_script(redis_scripts.DISPATCH)
+        self._figures = registry.client.register_script(redis_scripts.FIGURES)
         self._cluster = is_cluster(registry.client)
         self._active: list[str] = []
         self._active_read = -float("inf")
@@ -201,17 +203,21 @@ class Dispatcher:
         sent, wait = 0, IDLE_SLEEP
         if not crawl.shards:  # another dispatcher serves this crawl's shards
             return sent, wait
-        self._read_others(crawl_id, crawl, force=crawl.settings.frontier_shards > 1)
+        sharded = crawl.settings.frontier_shards > 1
+        self._read_others(crawl_id, crawl, force=sharded)
+        calls = crawl.round_calls() if sharded else [(index, None, None)
+                                                     for index in crawl.shards]
         popped: list[tuple[LeasedTask, RedisFrontier]] = []
         try:
-            for index, floor in crawl.merge_order():
-                result = self._serve_shard_safely(crawl_id, crawl, index, floor)
-                if result is _UNAVAILABLE:
+            for index, most, floor in calls:
+                result = self._serve_shard_safely(crawl_id, crawl, index, floor, most)
+                if result is _UNAVAILABLE:  # its URLs wait: they hold back no other shard's
                     crawl.ready.pop(index, None)
+                    crawl.left[index] = None
                     continue
                 if result is None:  # registered again (--resume) since cached
                     crawl = self._crawl(crawl_id, refresh=True)
-                    result = self._serve_shard(crawl_id, crawl, index, floor)
+                    result = self._serve_shard(crawl_id, crawl, index, floor, most)
                     if result is None:
                         raise RegistryError(f"crawl {crawl_id!r} changed its config twice "
                                             "in a row")
@@ -222,19 +228,20 @@ class Dispatcher:
                 popped += [(task, crawl.shards[index].frontier) for task in result.tasks]
                 if result.sleeper_ready_in is not None:
                     wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
-        finally:
+        finally:  # the round's URLs in the crawl's order, whichever shard they came from
+            popped.sort(key=lambda pair: -pair[0].priority)
             self._send_all(crawl_id, popped)
         sent = len(popped)
         self._finish_if_done(crawl_id, crawl)
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
 
     def _serve_shard_safely(self, crawl_id: str, crawl: CrawlState, index: int,
-                            floor: float | None) -> DispatchRound | None:
+                            floor: float | None, most: int | None) -> DispatchRound | None:
         """``_serve_shard``, or ``_UNAVAILABLE`` while the shard's Redis is down or failing
         over: its hosts wait, the other shards go on (warned once per outage)."""
         shard = crawl.shards[index]
         try:
-            result = self._serve_shard(crawl_id, crawl, index, floor)
+            result = self._serve_shard(crawl_id, crawl, index, floor, most)
         except UNAVAILABLE as exc:
             if not shard.failing:
                 log.warning("crawl %s: shard %d unavailable (%s); its hosts wait", crawl_id,
@@ -253,19 +260,16 @@ class Dispatcher:
         return result
 
     def _serve_shard(self, crawl_id: str, crawl: CrawlState, index: int,
-                     floor: float | None = None) -> DispatchRound | None:
+                     floor: float | None = None, most: int | None = None
+                     ) -> DispatchRound | None:
         shard = crawl.shards[index]
         now = self.clock()
         reap = now - shard.last_reap >= REAP_EVERY
         if reap:
             shard.last_reap = now
-        result = self._dispatch(crawl_id, crawl, index, reap, floor)
+        result = self._dispatch(crawl_id, crawl, index, reap, floor, most)
         if result is None or result is _INACTIVE:
             return result
-        if result.ready_best is None:
-            crawl.ready.pop(index, None)
-        else:
-            crawl.ready[index] = result.ready_best
         if result.reaped:
             reaped = result.reaped
             if reaped >= REAP_BATCH:
@@ -273,12 +277,15 @@ class Dispatcher:
             log.info("crawl %s: %d expired leases returned to the frontier", crawl_id, reaped)
         crawl.seen[index] = (result.fetched, result.in_flight, result.queued,
                              result.spilled_hosts)
+        crawl.low[index] = result.low_in_flight  # the round's next shards see its low pops
+        crawl.left[index] = result.ready_best
         self._note_rate(crawl_id, shard, index, result.fetched)
         self._maybe_refill(crawl_id, shard, index, result)
         return result
 
     def _dispatch(self, crawl_id: str, crawl: CrawlState, index: int, reap: bool,
-                  floor: float | None = None) -> DispatchRound | None:
+                  floor: float | None = None, most: int | None = None
+                  ) -> DispatchRound | None:
         """The round's script on one shard (see ``redis_scripts.DISPATCH``); None if the config
         changed, ``_INACTIVE`` if the crawl is no longer active."""
         settings, frontier = crawl.settings, crawl.shards[index].frontier
@@ -306,48 +313,48 @@ class Dispatcher:
                   "low_after_idle": repr(LOW_AFTER_IDLE),
                   "crawl_best": repr(max(bests)) if bests else "",
                   "low_elsewhere": low_elsewhere,
-                  "floor": "" if floor is None else repr(floor)}
+                  "floor": "" if floor is None else repr(floor),
+                  "max_pops": "" if most is None else most}
         args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
         reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
             return _INACTIVE
         if not reply[0]:
             return None
-        fetched, in_flight, queued, reaped, ready_in, spilled, due, ready_best = reply[1:9]
+        fetched, in_flight, queued, reaped, ready_in, spilled, due, ready_best, low = reply[1:10]
         tasks = []
-        for body, token in zip(reply[9::2], reply[10::2], strict=True):
+        for body, token in zip(reply[10::2], reply[11::2], strict=True):
             task = LeasedTask.from_dict(json.loads(body))
             task.lease = token.decode() if isinstance(token, bytes) else str(token)
             tasks.append(task)
         return DispatchRound(tasks, int(fetched), int(in_flight), int(queued), int(reaped),
                              float(ready_in) if ready_in else None, int(spilled), int(due),
-                             float(ready_best) if ready_best else None)
+                             float(ready_best) if ready_best else None, int(low))
 
     def _read_others(self, crawl_id: str, crawl: CrawlState, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every
-        ``OTHERS_EVERY``), or with ``force`` of every shard (one pipelined read at the start
-        of a round: the page budget and ``max_outstanding`` are the crawl's, and figures of
-        the last round would let one shard take every slot the workers freed since)."""
+        ``OTHERS_EVERY``), or with ``force`` of every shard (a call per shard at the start of
+        a round: the page budget and ``max_outstanding`` are the crawl's, and the round's
+        shares need every shard's best ready URLs as they are now)."""
         others = [index for index in range(crawl.settings.frontier_shards)
                   if index not in crawl.shards or force]
         now = self.clock()
         if not others or (not force and now - crawl.others_read < OTHERS_EVERY):
             return
         crawl.others_read = now
-        try:
-            read_figures(self.registry, crawl_id, crawl, others)
-        except UNAVAILABLE:  # one at a time: which is down (its figures stay as last seen)
-            for index in others:
-                try:
-                    read_figures(self.registry, crawl_id, crawl, [index])
-                    crawl.down.discard(index)
-                except UNAVAILABLE:
-                    crawl.down.add(index)
-                    crawl.ready.pop(index, None)
+        for index in others:
+            served = crawl.shards.get(index)
+            try:
+                read_figures(self.registry, self._figures, crawl_id, crawl, index,
+                             served.frontier.now() if served else time.time())
+                crawl.down.discard(index)
+            except UNAVAILABLE:  # its figures stay as last seen; its URLs get no share
+                crawl.down.add(index)
+                crawl.ready.pop(index, None)
 
     def _send_all(self, crawl_id: str, popped: list[tuple[LeasedTask, RedisFrontier]]) -> None:
-        """Send a round's tasks in the order they were popped (the crawl's, across its shards:
-        Celery's queue is FIFO); on a failure the unsent ones go back to their shards."""
+        """Send a round's tasks in order (the crawl's, across its shards: Celery's queue is
+        FIFO); on a failure the unsent ones go back to their shards."""
         for i, (task, _) in enumerate(popped):
             try:
                 self.send(crawl_id, task.to_dict())

@@ -81,12 +81,32 @@ promote(tonumber(ARGV[2]))
 return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or false
 """
 
+# A shard's figures for the start of a round (``dispatch_shards.read_figures``): ARGV: prefix,
+# now, counters key, low bound ('' = none), top. Promotes the hosts whose delay ended, then
+# returns {fetched, in flight, queued, hosts with spilled URLs, best queued priority ('' =
+# none), URLs in flight below the low bound, then the priorities of the best ``top`` ready
+# hosts, best first}.
+FIGURES = PRELUDE + r"""
+promote(tonumber(ARGV[2]))
+local low = 0
+if ARGV[4] ~= '' then low = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf', '(' .. ARGV[4]) end
+local reply = {redis.call('HGET', ARGV[3], 'fetched') or '0', redis.call('HLEN', LEASE),
+               redis.call('GET', QUEUED) or '0', redis.call('HLEN', SPILL),
+               redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2] or '', low}
+local top = tonumber(ARGV[5])
+if top > 0 then
+  local ready = redis.call('ZREVRANGE', READY, 0, top - 1, 'WITHSCORES')
+  for i = 2, #ready, 2 do reply[#reply + 1] = ready[i] end
+end
+return reply
+"""
+
 # Indexes of DISPATCH's arguments, named (``Dispatcher._dispatch`` builds them in this order).
 DISPATCH_ARGS = (
     "prefix", "now", "lease_seconds", "counters", "state", "config_sha1", "max_pages",
     "max_in_flight", "priority_slack", "low_slots", "reap_batch", "reap_delay", "max_size",
     "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle",
-    "crawl_best", "low_elsewhere", "floor")
+    "crawl_best", "low_elsewhere", "floor", "max_pops")
 
 # One dispatcher round of one shard of a crawl (``Dispatcher``); arguments as DISPATCH_ARGS:
 # counters = the shard's counters hash, state = the shard's state hash (``active``, ``sha1`` of
@@ -97,12 +117,14 @@ DISPATCH_ARGS = (
 # which a low one may go anyway: P .. 'last_start'), crawl best = the best priority queued in
 # the crawl's other shards ('' = none: a URL is low below priority_slack x the best of the whole
 # crawl), low elsewhere = low URLs in flight in the other shards (low slots are the crawl's),
-# floor = no pop below this priority in this call ('' = none: another shard's best ready URL
-# is better than what is left here).
+# floor = no pop below this priority in this call ('' = none), max pops = at most this many
+# pops in this call ('' = no bound beyond max in flight and the budget): the shard's share of
+# the crawl's best ready URLs (``dispatch_shards``).
 # Returns {-1} when the crawl is no longer
 # active, {0} when its config changed (nothing done in either case), else {1, fetched, in
 # flight, queued, reaped, seconds until the next sleeping host wakes ('' = none), hosts with
-# spilled URLs, hosts due a refill, the best ready priority left ('' = none), then json, token
+# spilled URLs, hosts due a refill, the best ready priority left ('' = none), its URLs in
+# flight below the low bound, then json, token
 # per leased URL}. The pops follow the
 # low-priority slots rule as ``Dispatcher`` documents it, with the bound taken once per round.
 _DISPATCH_NAMES = ", ".join(f"'{name}'" for name in DISPATCH_ARGS)
@@ -140,7 +162,8 @@ if best then
 end
 promote(now)
 local out = {}
-while in_flight < max_in_flight and budget > 0 do
+local pops_left = tonumber(A.max_pops) or math.huge
+while in_flight < max_in_flight and budget > 0 and pops_left > 0 do
   local min = nil
   local low_spent = low_started >= low_share * (started + 1)
                     and now - last_start < low_after_idle
@@ -150,7 +173,7 @@ while in_flight < max_in_flight and budget > 0 do
   if not stored then break end
   out[#out + 1] = string.sub(stored, 7)
   out[#out + 1] = token
-  in_flight, budget = in_flight + 1, budget - 1
+  in_flight, budget, pops_left = in_flight + 1, budget - 1, pops_left - 1
   started, last_start = started + 1, now
   if low_below and tonumber(score) < low_below then
     low_in_flight, low_started = low_in_flight + 1, low_started + 1
@@ -164,9 +187,11 @@ local ready_in = ''
 local first = redis.call('ZRANGE', SLEEP, 0, 0, 'WITHSCORES')
 if first[1] then ready_in = string.format('%.17g', math.max(0, tonumber(first[2]) - now)) end
 local queued = tonumber(redis.call('GET', QUEUED) or '0')
-local ready_best = redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or ''
+local low_here = low_in_flight - tonumber(A.low_elsewhere)
+if not low_below then low_here = 0 end
 local reply = {1, fetched, in_flight, queued, reaped, ready_in, redis.call('HLEN', SPILL),
-               redis.call('ZCOUNT', REFILL, '-inf', now), ready_best}
+               redis.call('ZCOUNT', REFILL, '-inf', now),
+               redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or '', low_here}
 for _, item in ipairs(out) do reply[#reply + 1] = item end
 return reply
 """

@@ -272,11 +272,10 @@ def test_distributed_crawl_matches_embedded(jlse_crawl, phones_topic, sandbox, s
     embedded = _truth_harvest(embedded_summary.store_url, sandbox_web)
     print(f"ground-truth harvest @{BUDGET}: distributed {distributed:.3f}, "
           f"embedded {embedded:.3f}, distributed crawl {jlse_crawl['elapsed']:.1f} s")
-    # measured until 2026-11-25: distributed 0.82-0.84, embedded 0.61-0.75. Since the
-    # embedded crawl's robots.txt turn and tunnel_weight 0 (2026-11-26) it reached 0.95 where
-    # the distributed one had 0.80 (its workers still fetch a page in the robots.txt task):
-    # a better distributed crawl is no failure, one far worse is
-    assert distributed > embedded - 0.2
+    # three runs each: distributed 0.940-0.950, embedded 0.900-0.963 (the distributed crawl
+    # once trailed by 0.15: its workers fetched a page in the robots.txt task); a better
+    # distributed crawl is no failure, one below the embedded crawl's spread is
+    assert distributed > embedded - 0.1
     assert distributed > 0.5  # breadth-first harvests about a quarter on the sandbox
 
 

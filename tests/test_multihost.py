@@ -263,3 +263,40 @@ def test_export_reads_every_page_from_the_shared_page_store(cluster, phones_topi
     counts = check_page_store(out, cluster.pages_store, {"w1", "w2"}, orphans)
     print(f"page store: {counts}")
     assert counts["ok_pages"] >= BUDGET * 0.9
+
+
+# --- (7) the learner SIGKILLed mid-crawl and restarted ----------------------------------------
+_ROUND = re.compile(r"Q-table v(\d+) \((full read|incremental)\)")
+
+
+def test_learner_restart_mid_crawl_reads_the_graph_once_then_goes_on(cluster, phones_topic,
+                                                                     store_url, redis_client):
+    """A restarted learner rebuilds its graph from PostgreSQL once, then learns incrementally
+    again, its versions above those published before; the crawl loses nothing meanwhile."""
+    budget = BUDGET + 100
+    offset = cluster.log_size("learner")
+    # rounds every 10 results, and a crawl slow enough to go on while the learner restarts
+    crawl = Crawl(cluster, phones_topic, store_url, "learner-restart", strategy="jlse",
+                  budget=budget, cf=10, politeness_delay=0.3)
+    try:
+        assert wait_until(lambda: _ROUND.search(cluster.log_text("learner", offset)),
+                          timeout=60), cluster.tail("learner")
+        before = [int(v) for v, _ in _ROUND.findall(cluster.log_text("learner", offset))]
+        cluster.kill("learner")
+        restarted_at = cluster.log_size("learner")
+        cluster.start_local("learner", "learner", "--hostname", "learner@mh")
+        assert wait_until(lambda: " ready." in cluster.log_text("learner", restarted_at),
+                          timeout=60), cluster.tail("learner")
+        summary = crawl.finish()
+    finally:
+        if "learner" not in cluster.procs:
+            cluster.start_local("learner", "learner", "--hostname", "learner@mh")
+    check_nothing_lost(summary, crawl, redis_client, budget)
+    assert wait_until(lambda: len(_ROUND.findall(cluster.log_text("learner", restarted_at))) >= 2,
+                      timeout=30), cluster.tail("learner")
+    after = _ROUND.findall(cluster.log_text("learner", restarted_at))
+    print(f"learner restart: versions {before} before, {after} after")
+    assert after[0][1] == "full read"  # its graph read once from PostgreSQL
+    assert all(kind == "incremental" for _, kind in after[1:]), after
+    assert int(after[0][0]) > max(before)
+    assert summary["qtable_version"] >= int(after[0][0])

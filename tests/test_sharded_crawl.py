@@ -268,23 +268,55 @@ def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
     assert sorted(task["priority"] for task in recorder.sent) == [0.1, 1.0]
 
 
-def test_a_round_merges_the_shards_by_priority(registry):
-    """One dispatcher serving every shard hands out URLs in the crawl's order, across shards
-    (a merge: the best shard pops down to the next shard's best ready URL, and so on)."""
+def _three_shards_of_ready_hosts(registry, **values) -> ShardedFrontier:
     from test_sharded_frontier import hosts_of_shard
 
-    frontier = _register(registry, max_outstanding=20, low_priority_slots=20,
-                         low_priority_share=1.0)
+    frontier = _register(registry, low_priority_slots=20, low_priority_share=1.0, **values)
     scores = {0: [0.9, 0.5, 0.3], 1: [0.8, 0.7, 0.2], 2: [0.6, 0.4, 0.1]}
     tasks = []
     for shard, values in scores.items():
         for host, score in zip(hosts_of_shard(shard, SHARDS, 3), values, strict=True):
             tasks.append(CrawlTask(url=f"http://{host}/", url_id=len(tasks), priority=score))
     frontier.push_many(tasks)
+    return frontier
+
+
+def test_a_round_sends_every_shards_urls_in_the_crawls_order(registry):
+    """One dispatcher serving every shard hands out URLs in the crawl's order, across shards."""
+    _three_shards_of_ready_hosts(registry, max_outstanding=20)
     recorder = Recorder([])
     Dispatcher(registry, recorder).serve("s1")
     sent = [task["priority"] for task in recorder.sent]
     assert sent == sorted(sent, reverse=True) and len(sent) == 9
+
+
+def test_fewer_slots_than_ready_urls_go_to_the_best_of_every_shard(registry):
+    """Each shard pops only its share of the crawl's best ready URLs: the first shard called
+    does not take every free slot with URLs worse than another shard's."""
+    _three_shards_of_ready_hosts(registry, max_outstanding=4)
+    recorder = Recorder([])
+    dispatcher = Dispatcher(registry, recorder)
+    dispatcher.serve("s1")
+    assert [task["priority"] for task in recorder.sent] == [0.9, 0.8, 0.7, 0.6]
+    dispatcher.serve("s1")  # nothing acknowledged: no slot is free
+    assert len(recorder.sent) == 4
+
+
+def test_the_low_slot_goes_to_the_best_low_url_of_every_shard(registry):
+    """The crawl's one low-priority slot takes the best low URL over every shard, not the
+    junk of the shard called first (low: below priority_slack x the crawl's best, 0.9)."""
+    from test_sharded_frontier import hosts_of_shard
+
+    frontier = _register(registry, max_outstanding=20, low_priority_slots=1,
+                         low_priority_share=1.0, priority_slack=0.8)
+    best, junk = hosts_of_shard(0, SHARDS, 2)
+    [wanted] = hosts_of_shard(1, SHARDS, 1)
+    frontier.push_many([CrawlTask(url=f"http://{best}/", url_id=1, priority=0.9),
+                        CrawlTask(url=f"http://{junk}/", url_id=2, priority=0.01),
+                        CrawlTask(url=f"http://{wanted}/", url_id=3, priority=0.7)])
+    recorder = Recorder([])
+    Dispatcher(registry, recorder).serve("s1")
+    assert [task["priority"] for task in recorder.sent] == [0.9, 0.7]
 
 
 def test_learning_requests_coalesce_while_a_round_waits(registry, monkeypatch):

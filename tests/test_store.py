@@ -73,6 +73,12 @@ def test_link_fields_and_parent_round_trip(store):
     assert store.get_link(child + 100) is None and store.get_link_id("http://none.test/") is None
 
 
+def test_has_links(store):
+    assert not store.has_links()
+    store.add_links([new("http://h.test/")])
+    assert store.has_links()
+
+
 def test_empty_batch_and_overlong_url(store):
     assert store.add_links([]) == []
     with pytest.raises(StoreError, match="longer than"):
@@ -209,7 +215,7 @@ def test_export_uses_the_latest_fetch(store):
 # --- meta, text, persistence ---
 def test_meta_round_trip(store):
     assert store.get_meta("strategy") is None
-    assert store.get_meta("schema_version") == "1"
+    assert store.get_meta("schema_version") == store.schema_version
     store.set_meta("strategy", "jlse")
     store.set_meta("strategy", "bfs")
     store.set_meta("settings", '{"名字": "体育", "cf": 150}')

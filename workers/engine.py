@@ -118,6 +118,8 @@ class CrawlEngine:
         """Write one result; a word saying what became of the URL."""
         started = time.thread_time()
         task = result.task
+        if result.fetch is not None:  # the site bandit learns here: this process sees every page
+            self.pipeline.strategy.observe_result(task.url, result.fetch.relevance, result.links)
         link_hosts = sorted({host_of(link.url) for link in result.links} - {""})
         fetched_host = host_of(task.url) if result.fetch is not None else None
         domains = sorted({key for host in link_hosts for key in domain_keys(host)})
@@ -169,8 +171,9 @@ class CrawlEngine:
         fresh = [link for link in allowed
                  if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
         if fresh:
-            with self.store.autocommit():
-                ids = self.store.add_links(fresh)
+            # Not inside store.autocommit(), which would hold the store: PostgreSQL's add_links
+            # commits on its own, the calls of a pool's threads together (PostgresStore).
+            ids = self.store.add_links(fresh)
             self.frontier.add_discovered([task_of(link, url_id) for link, (url_id, _) in
                                           zip(fresh, ids, strict=True)],
                                          [created for _, created in ids])

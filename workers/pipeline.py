@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jlse.models.site_harvest import TARGET_OFF_SITE
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
@@ -25,7 +26,7 @@ from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
 from jlse.workers.parser import ParsedPage, parse_html
-from jlse.workers.section_links import is_next_page, up_links
+from jlse.workers.section_links import is_next_page, is_up_link, off_site_links, up_links
 from jlse.workers.sitemaps import SitemapSource
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class PageResult:
             "retry_in": self.retry_in, "postpone": self.postpone,
             "robots_ready": self.robots_ready,
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
-                       link.priority, link.pattern_run, link.redirect_hops]
+                       link.priority, link.pattern_run, link.redirect_hops, link.site_group]
                       for link in self.links],
             "cpu": self.cpu, "notes": self.notes,
         }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
@@ -93,9 +94,7 @@ class PageResult:
             requeue_after=data["requeue_after"], crawl_delay=data["crawl_delay"],
             retry_in=data["retry_in"], postpone=data["postpone"],
             robots_ready=data["robots_ready"],
-            links=[NewLink(url, parent, depth, anchor, context, priority, run, hops)
-                   for url, parent, depth, anchor, context, priority, run, hops
-                   in data["links"]],
+            links=[NewLink(*fields) for fields in data["links"]],
             cpu=data["cpu"], notes=data.get("notes") or {},
         )
 
@@ -272,8 +271,14 @@ class PagePipeline:
             result.links = self._score_links(task, page.links, relevance, text, floor,
                                              is_next_page)
         elif floor is not None:
-            result.links = self._score_links(task, up_links(task.url, page.links), relevance,
-                                             text, floor)
+            links = up_links(task.url, page.links)
+            if self.strategy.explores_sites:  # and its links to other sites, a group of their own
+                links += off_site_links(task.url, page.links)
+            result.links = self._score_links(task, links, relevance, text, floor,
+                                             lambda page_url, link: is_up_link(page_url, link.url))
+            for link in result.links:
+                if link.site_group:
+                    link.site_group = TARGET_OFF_SITE
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
@@ -284,14 +289,17 @@ class PagePipeline:
         links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
-        priorities = self.strategy.score_links(
+        priorities, site_groups = self.strategy.score_links_and_sites(
             relevance, task.depth,
             [link.anchor_text for link in links],
             [link.url for link in links],
             [link.context for link in links],
             parent_priority=task.priority,
             page_text=text,
+            page_url=task.url,
         )
+        if site_groups is None:
+            site_groups = [0] * len(links)
         return [
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
@@ -299,6 +307,7 @@ class PagePipeline:
                 priority=float(priority) if floor is None or not floored(task.url, link)
                 else max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
+                site_group=int(group),
             )
-            for link, priority in zip(links, priorities, strict=True)
+            for link, priority, group in zip(links, priorities, site_groups, strict=True)
         ]

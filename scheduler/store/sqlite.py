@@ -90,6 +90,10 @@ class SqliteStore(SqlCrawlStore):
             finally:
                 cur.close()
 
+    def _has_table(self, cur: Any, table: str) -> bool:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return cur.fetchone() is not None
+
     def _rollback(self) -> None:
         if self._conn.in_transaction:
             try:

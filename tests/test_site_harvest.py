@@ -1,0 +1,184 @@
+"""The site bandit of the default jlse strategy (models/site_harvest.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jlse.models.site_harvest import (
+    OFF_SITE,
+    PROBES,
+    TARGET_OFF_SITE,
+    SiteHarvest,
+    site_of,
+)
+from jlse.models.strategies import LearnedTunnelling
+from jlse.models.strategy_catalog import make_strategy
+from jlse.models.topic_model import TopicModel, TopicSamples
+from jlse.records import Link, NewLink
+from jlse.settings import Settings, SettingsError
+from jlse.workers.section_links import off_site_links
+
+
+class FixedEvidence:
+    """Every link the same (sim_anchor, sim_predicted): only the site bandit tells them apart."""
+
+    def __init__(self, sim: float) -> None:
+        self.sim = sim
+
+    def evidence(self, anchors, urls, contexts):
+        return np.full(len(urls), self.sim), np.zeros(len(urls))
+
+
+def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTunnelling:
+    """A jlse strategy whose crawl has written ``fetched`` pages of each site, ``relevant`` of
+    them judged relevant."""
+    jlse = LearnedTunnelling(FixedEvidence(0.01), site_optimism=optimism)
+    for site, (fetched, relevant) in sites.items():
+        for i in range(fetched):
+            jlse.observe_result(f"http://{site}/p{i}", 0.99 if i < relevant else 0.01, [])
+    return jlse
+
+
+def score(jlse: LearnedTunnelling, page_url: str, urls: list[str],
+          relevance: float = 0.99, target: bool = False) -> np.ndarray:
+    """The priorities the links of a page get once written (the page itself not observed)."""
+    blanks = [""] * len(urls)
+    priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
+                                                    page_url=page_url)
+    groups = [0] * len(urls) if groups is None else groups
+    links = [NewLink(url, None, 2, priority=float(p),
+                     site_group=TARGET_OFF_SITE if target and g else int(g))
+             for url, p, g in zip(urls, priorities, groups, strict=True)]
+    jlse.observe_result(page_url, None, links)
+    return np.array([link.priority for link in links])
+
+
+def test_a_site_with_poor_harvest_ranks_below_a_fresh_one_and_a_good_one_keeps_priority() -> None:
+    jlse = crawl({"home.test": (10, 9), "poor.test": (8, 0), "good.test": (8, 8)})
+    poor, fresh, good = score(jlse, "http://home.test/a",
+                              ["http://poor.test/x", "http://fresh.test/y", "http://good.test/z"])
+    assert good > fresh > poor
+    assert poor < 0.5 * fresh
+    for _ in range(50):  # many later links to the good site: its lift stays near its harvest's
+        later = score(jlse, "http://home.test/a", ["http://good.test/z2"])[0]
+    assert later > 0.9 * good
+
+
+def test_strong_evidence_for_a_link_to_a_poor_site_is_damped_by_its_harvest() -> None:
+    jlse = crawl({"home.test": (30, 27), "poor.test": (20, 0)})
+    jlse.evaluator = FixedEvidence(0.8)  # e.g. a URL pattern G_w learnt on the home site
+    poor, home = score(jlse, "http://home.test/a", ["http://poor.test/x", "http://home.test/b"])
+    assert home == pytest.approx(0.99 * 0.8)  # a link within the page's site: its evidence
+    assert poor < 0.2 * home  # 0 of 20 relevant
+
+
+def test_links_within_the_pages_own_site_are_left_to_the_evidence() -> None:
+    jlse = crawl({"home.test": (10, 10)})
+    same = score(jlse, "http://home.test/a", ["http://home.test/b", "http://home.test/c"])
+    assert same == pytest.approx([0.99 * 0.01] * 2)
+    assert score(jlse, "", ["http://other.test/b"]) == pytest.approx([0.99 * 0.01])
+
+
+def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
+    jlse = crawl({"home.test": (10, 5)})
+    first = score(jlse, "http://home.test/a", ["http://new.test/1"])[0]
+    later = [score(jlse, "http://home.test/a", [f"http://new.test/{i}"])[0] for i in range(2, 30)]
+    assert later[-1] < first
+    assert all(a >= b for a, b in zip(later, later[1:], strict=False))
+    # the site's bound over the crawl's harvest (6/12), times the group's lift (no outcome
+    # yet: 1/2 over 6/12); the prior of a site nobody fetched from: the share of sites entered
+    # whose first page was relevant (1 of 1 here, with a uniform prior: 2/3); the 29th offer
+    bound = 2 / 3 + 0.3 / np.sqrt(29)
+    assert later[-1] == pytest.approx(0.99 * 0.01 * bound / 0.5 * 1.0, rel=1e-6)
+
+
+def test_the_target_pages_off_site_links_are_probed_then_dropped_when_they_do_not_pay() -> None:
+    jlse = crawl({"home.test": (20, 18)})
+    probes = [score(jlse, "http://home.test/t", [f"http://junk{i}.test/a"], target=True)[0]
+              for i in range(PROBES + 2)]
+    weight = jlse.page_weight(None)  # the helper writes its page unjudged: 1
+    assert probes[:PROBES] == pytest.approx([weight] * PROBES)  # fetched soon, to learn early
+    assert probes[PROBES] < 0.1 * weight  # later ones: their evidence x the lifts
+    for i in range(PROBES + 2):  # the target pages' links to other sites led nowhere ...
+        jlse.observe_result(f"http://junk{i}.test/a", 0.01, [])
+    for i in range(5):  # ... the other pages' off-site links to relevant pages
+        score(jlse, "http://home.test/l", [f"http://peer{i}.test/a"])
+        jlse.observe_result(f"http://peer{i}.test/a", 0.99, [])
+    assert jlse.sites.group_harvest(TARGET_OFF_SITE) == pytest.approx(1 / (PROBES + 4))
+    assert jlse.sites.group_harvest(OFF_SITE) == pytest.approx(6 / 7)
+    assert jlse.sites.outperformed(TARGET_OFF_SITE) and not jlse.sites.outperformed(OFF_SITE)
+    page = [NewLink("http://new1.test/", None, 2, priority=0.5, site_group=TARGET_OFF_SITE),
+            NewLink("http://new2.test/", None, 2, priority=0.5, site_group=OFF_SITE),
+            NewLink("http://home.test/x", None, 2, priority=0.5)]
+    jlse.observe_result("http://home.test/t", 0.99, page)
+    assert [link.url for link in page] == ["http://new2.test/", "http://home.test/x"]
+
+
+def test_irrelevant_pages_offer_nothing() -> None:
+    jlse = crawl({"home.test": (3, 3)})
+    assert score(jlse, "http://home.test/a", ["http://x.test/"]).tolist() != [0.0]
+    hub = score(jlse, "http://home.test/h", ["http://y.test/"], relevance=0.1)
+    assert hub.tolist() == [0.0]  # tunnel weight 0: the link waits, no offer spent on it
+    assert jlse.sites is not None and "y.test" not in jlse.sites._offered
+
+
+def test_site_harvest_estimates() -> None:
+    sites = SiteHarvest(optimism=0.0)
+    assert sites.crawl_harvest() == 0.5
+    for relevant in (True, True, True, False):
+        sites.observe("http://a.test/x?q=1", relevant)
+    assert sites.crawl_harvest() == pytest.approx(4 / 6)
+    assert sites.new_site_harvest() == pytest.approx(2 / 3)
+    sites.observe("http://c.test/", False)  # a site entered on an irrelevant page
+    assert sites.new_site_harvest() == pytest.approx(2 / 4)
+    assert sites.crawl_harvest() == pytest.approx(4 / 7)
+    assert sites.harvest("a.test") == pytest.approx((3 + 1 / 2) / 5)
+    lifts = sites.offer(["http://b.test/", "http://a.test/y", "http://c.test/z"], [1, 1, 1])
+    group = (1 / 2) / (4 / 7)
+    assert lifts == pytest.approx([(1 / 2) / (4 / 7) * group, (3.5 / 5) / (4 / 7) * group,
+                                   (1 / 4) / (4 / 7) * group])
+    sites.observe("http://b.test/", True)  # a ranked link fetched: its group's outcome
+    assert sites.group_harvest(1) == pytest.approx(2 / 3)
+    assert site_of("http://A.test:8080/x/y?z#f") == "a.test:8080"
+    assert site_of("not a url") == ""
+
+
+@pytest.fixture(scope="module")
+def phone_model() -> TopicModel:
+    samples = TopicSamples(relevant=["smartphone review battery camera phone"] * 3,
+                           irrelevant=["pasta recipe tomato sauce cooking"] * 3,
+                           anchors=[("phone review", 1), ("pasta recipe", 0)])
+    return TopicModel().fit(samples)
+
+
+def test_site_optimism_setting() -> None:
+    assert Settings().site_optimism == 0.3  # on by default (docs/strategies.md, the site bandit)
+    with pytest.raises(SettingsError, match="site_optimism"):
+        Settings(site_optimism=1.5).validate()
+
+
+def test_site_bandit_is_opt_in_and_reaches_jlse_only(phone_model) -> None:
+    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).explores_sites
+    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).sites.optimism == 0.3
+    assert not make_strategy("jlse", Settings(), phone_model).explores_sites
+    assert not make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model).explores_sites
+    assert not make_strategy("best-first", Settings(), phone_model).explores_sites
+
+
+def test_off_site_links() -> None:
+    links = [Link(url=url, anchor_text="", context="") for url in
+             ("http://a.test/x", "http://b.test/y", "http://a.test:81/z")]
+    assert [link.url for link in off_site_links("http://a.test/p", links)] == [
+        "http://b.test/y", "http://a.test:81/z"]
+
+
+def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:
+    from jlse.records import CrawlTask
+    from jlse.workers.pipeline import PageResult
+
+    result = PageResult(CrawlTask(url="http://a.test/", url_id=1),
+                        links=[NewLink("http://b.test/", 1, 1, "b", "", 0.2, 0, 0, 2),
+                               NewLink("http://a.test/x", 1, 1, priority=0.4)])
+    back = PageResult.from_json(result.to_json()).links
+    assert [(link.priority, link.site_group) for link in back] == [(0.2, 2), (0.4, 0)]
