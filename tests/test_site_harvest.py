@@ -158,10 +158,10 @@ def test_site_optimism_setting() -> None:
         Settings(site_optimism=1.5).validate()
 
 
-def test_site_bandit_is_opt_in_and_reaches_jlse_only(phone_model) -> None:
-    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).explores_sites
-    assert make_strategy("jlse", Settings(site_optimism=0.3), phone_model).sites.optimism == 0.3
-    assert not make_strategy("jlse", Settings(), phone_model).explores_sites
+def test_site_bandit_is_on_by_default_and_reaches_jlse_only(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).explores_sites
+    assert make_strategy("jlse", Settings(site_optimism=0.5), phone_model).sites.optimism == 0.5
+    assert not make_strategy("jlse", Settings(site_optimism=-1), phone_model).explores_sites
     assert not make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model).explores_sites
     assert not make_strategy("best-first", Settings(), phone_model).explores_sites
 
