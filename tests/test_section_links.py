@@ -74,11 +74,11 @@ def handled(topic, model, url: str, html: str, **settings) -> PageResult:
     return result
 
 
-def test_a_relevant_target_gives_its_up_links_only(phones):
+def test_without_the_site_bandit_a_relevant_target_gives_its_up_links_only(phones):
     topic, model, pages = phones
     climbed = 0
     for url, html in pages.items():
-        result = handled(topic, model, url, html)  # the default: no site bandit
+        result = handled(topic, model, url, html, site_optimism=-1.0)
         record = result.fetch
         if not (record.is_target and record.relevance >= topic.settings.relevance_threshold):
             continue  # expanded whole (or judged irrelevant): not what this test is about
