@@ -341,16 +341,24 @@ class _CountingGets:
         return self._client.get(key)
 
 
-def test_processes_of_a_machine_download_a_version_once(store, tmp_path):
+def _machine_processes(store, cache_dir, count: int = 4) -> list:
+    """(counting client, Q-table source) of ``count`` worker processes of one machine, each
+    with its own client and the machine's shared cache."""
     from jlse.learner.qtable_cache import MachineCache
 
-    store.publish(make_table(1))
     processes = []
-    for _ in range(4):  # four worker processes of one machine, each with its own client
+    for _ in range(count):
         counting = _CountingGets(store.client)
         reader = RedisQTableStore(counting, store.prefix,
-                                  cache=MachineCache.for_prefix(store.prefix, tmp_path))
+                                  cache=MachineCache.for_prefix(store.prefix, cache_dir))
         processes.append((counting, RedisQTableSource(reader)))
+    return processes
+
+
+def test_processes_of_a_machine_download_a_version_once(store, tmp_path):
+
+    store.publish(make_table(1))
+    processes = _machine_processes(store, tmp_path)
     for _, source in processes:
         assert source.refresh() and source.version == 1
     assert [counting.blob_gets for counting, _ in processes] == [1, 0, 0, 0]
@@ -526,16 +534,10 @@ def test_a_chunk_gone_or_damaged_midway_keeps_the_previous_table(store, redis_cl
 
 
 def test_processes_of_a_machine_download_a_chunked_version_once(store, tmp_path):
-    from jlse.learner.qtable_cache import MachineCache
 
     chunked_store(store).publish(make_table(1))
     n_chunks = int(store.client.hget(store.prefix + "chunks", "1"))
-    processes = []
-    for _ in range(4):
-        counting = _CountingGets(store.client)
-        reader = RedisQTableStore(counting, store.prefix,
-                                  cache=MachineCache.for_prefix(store.prefix, tmp_path))
-        processes.append((counting, RedisQTableSource(reader)))
+    processes = _machine_processes(store, tmp_path)
     for _, source in processes:
         assert source.refresh() and source.version == 1
     # The manifest and each chunk once, by the first process; the others read its file.
