@@ -83,6 +83,12 @@ class CrawlState:
         spent = sum(fetched + in_flight for fetched, in_flight, _, _ in self.seen.values())
         return max(0, min(self.max_outstanding - in_flight, self.settings.max_pages - spent))
 
+    def low_bound(self) -> float | None:
+        """Below this a URL is "low": priority_slack x the crawl's best queued priority, as
+        last read (None: nothing queued)."""
+        bests = list(self.best.values())
+        return self.settings.priority_slack * max(bests) if bests else None
+
     def round_calls(self) -> Iterator[tuple[int, int, float | None]]:
         """The round's calls, (served shard, most pops, floor or None), as the module says;
         ``left`` must hold, once a call is made, the best ready priority its shard left (the
@@ -101,8 +107,9 @@ class CrawlState:
         only as many as the crawl's low slots left free."""
         ready = sorted(((score, index) for index, scores in self.ready.items()
                         for score in scores), reverse=True)
-        bests = list(self.best.values())
-        low_bound = self.settings.priority_slack * max(bests) if bests else -math.inf
+        low_bound = self.low_bound()
+        if low_bound is None:
+            low_bound = -math.inf
         slots = self.free_slots()
         chosen = [entry for entry in ready if entry[0] >= low_bound][:slots]
         low_free = self.settings.low_priority_slots - sum(self.low.values())
@@ -130,8 +137,7 @@ def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: Cra
     """Shard ``index``'s figures (the ``FIGURES`` script): fetched, in flight, queued, spilled,
     its best priority, its low URLs in flight (below priority_slack x the crawl's best as last
     read) and the priorities of its best ready hosts, as many as the crawl has slots."""
-    bests = list(crawl.best.values())
-    low_bound = crawl.settings.priority_slack * max(bests) if bests else None
+    low_bound = crawl.low_bound()
     frontier = registry.frontier_prefix(crawl_id, index)
     reply = script(keys=[frontier + "ready"],
                    args=[frontier, repr(now),
