@@ -114,6 +114,8 @@ class Settings:
     # queue and tasks stay compact listpacks, MEMORY_CONFIG in scheduler/redis_client.py)
     # --- page classifier / topic model ---
     page_classifier: str = "nb"  # nb: multinomial NB, kde-nb: kernel-density NB, vsm: keywords
+    # nb with keywords: refit the NB on the crawl's pages that it and the keywords agree on
+    self_training: bool = True
     balance_scripts: bool = True  # nb: samples weighted to the same share of Chinese pages per class
     store_pages: bool = True  # keep raw pages in the page repository (md5(url) names)
     # --- outputs (WARC files, sitemaps, metrics) ---

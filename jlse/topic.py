@@ -20,6 +20,7 @@ from typing import Any
 from jlse.models.persist import HEADER_FILE, load_topic_model, read_model_header
 from jlse.models.strategy_catalog import available_strategies
 from jlse.models.topic_model import TopicModel, TopicSamples
+from jlse.models.vsm import PositionVSM
 from jlse.scheduler.urls import canonicalize
 from jlse.settings import Settings, SettingsError, load_settings
 from jlse.workers.charset import decode_html
@@ -332,4 +333,16 @@ def _stale_reason(model: TopicModel, topic: Topic) -> str:
     for name in ("page_classifier", "relevance_threshold", "anchor_floor", "balance_scripts"):
         if getattr(model, name) != getattr(settings, name):
             return f"{name} is {getattr(settings, name)!r}, the model has {getattr(model, name)!r}"
+    if settings.self_training and _lacks_self_training(model, topic.samples.keywords):
+        return "it was trained before self-training (docs/settings.md, self_training)"
     return ""
+
+
+def _lacks_self_training(model: TopicModel, keywords: list[str]) -> bool:
+    """Whether a page NB was saved without what self-training needs (its word counts, and
+    the keywords' VSM when the topic has usable keywords)."""
+    if model.sources_.get("relevance") != "page_nb":
+        return False
+    if getattr(model.relevance_model_, "class_counts_", None) is None:
+        return True
+    return model.keyword_view_ is None and PositionVSM(keywords).usable

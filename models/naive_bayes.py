@@ -125,6 +125,7 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
         weights = script_balanced_weights(texts, y) if self.balance_scripts else None
         self.nb_ = MultinomialNB(alpha=self.alpha).fit(counts, y, sample_weight=weights)
         self.classes_ = self.nb_.classes_
+        self.class_counts_ = self.nb_.feature_count_  # (2, |V|): what a refit adds pages to
         log_prob = self.nb_.feature_log_prob_
         self.word_log_ratio_ = log_prob[1] - log_prob[0]
         self.prior_log_odds_ = float(self.nb_.class_log_prior_[1] - self.nb_.class_log_prior_[0])
@@ -196,6 +197,8 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
             "prior_log_odds": np.array([self.prior_log_odds_]),
             "classes": np.asarray(self.classes_),
         }
+        if getattr(self, "class_counts_", None) is not None:
+            arrays["class_counts"] = np.asarray(self.class_counts_, dtype=float)
         header = {"params": self.get_params(), "vocabulary": words}
         return arrays, header
 
@@ -212,6 +215,9 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
         model.word_log_ratio_ = np.asarray(arrays["word_log_ratio"], dtype=float)
         model.prior_log_odds_ = float(arrays["prior_log_odds"][0])
         model.classes_ = np.asarray(arrays["classes"])
+        model.class_counts_ = arrays.get("class_counts")  # None in a model saved before them
         if model.word_log_ratio_.shape != (len(vocabulary),):
             raise ValueError("NaiveBayesTextClassifier state: vocabulary and word weights differ in size")
+        if model.class_counts_ is not None and model.class_counts_.shape != (2, len(vocabulary)):
+            raise ValueError("NaiveBayesTextClassifier state: vocabulary and class counts differ in size")
         return model

@@ -131,6 +131,7 @@ class TopicModel:
         anchor_name, self.anchor_model_ = self._fit_anchor(samples)
         self.sources_ = {"relevance": relevance_name, "target": target_name, "anchor": anchor_name}
         self.context_source_, self.context_model_ = self._fit_context(samples)
+        self.keyword_view_ = self._fit_keyword_view(samples)
         self.fingerprint_ = samples.fingerprint()
         logger.info("topic model fitted: %s, context: %s", self.sources_, self.context_source_)
         return self
@@ -264,6 +265,14 @@ class TopicModel:
             logger.warning("topic: anchor samples of one class only; using the relevance model")
         return "relevance_model", None
 
+    def _fit_keyword_view(self, samples: TopicSamples) -> PositionVSM | None:
+        """The keywords' VSM beside a page NB: the second view self-training labels pages by
+        (:mod:`models.self_training`); None without a page NB or usable keywords."""
+        if not isinstance(self.relevance_model_, NaiveBayesTextClassifier):
+            return None
+        vsm = PositionVSM(samples.keywords)
+        return vsm.fit(samples.relevant + samples.irrelevant) if vsm.usable else None
+
     def _fit_context(self, samples: TopicSamples) -> tuple[str, KDENaiveBayes | None]:
         if isinstance(self.relevance_model_, KDENaiveBayes):
             return "page_kde_nb", self.relevance_model_
@@ -280,7 +289,8 @@ class TopicModel:
         arrays: dict[str, np.ndarray] = {}
         parts: dict[str, dict | None] = {}
         models = {"relevance": self.relevance_model_, "target": self.target_model_,
-                  "anchor": self.anchor_model_, "context": self.context_model_}
+                  "anchor": self.anchor_model_, "context": self.context_model_,
+                  "keywords": getattr(self, "keyword_view_", None)}
         for part, model in models.items():
             if model is None or (part == "context" and model is self.relevance_model_):
                 parts[part] = None
@@ -313,6 +323,7 @@ class TopicModel:
             built[part] = component.from_state(part_arrays, description["state"])
         model.relevance_model_, model.target_model_ = built["relevance"], built["target"]
         model.anchor_model_ = built["anchor"]
+        model.keyword_view_ = built.get("keywords")  # absent from a model saved before it
         model.sources_ = dict(header["sources"])
         model.context_source_ = header["context_source"]
         shared = model.context_source_ == "page_kde_nb" and built["context"] is None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from jlse.models.site_harvest import TARGET_OFF_SITE
 from jlse.models.strategies import Strategy
+from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
 from jlse.scheduler.robots import RobotsCache
@@ -134,6 +135,7 @@ class PagePipeline:
         self.robots = robots
         self.strategy = strategy
         self.model = model
+        self.self_training = SelfTrainedRelevance.of(model) if settings.self_training else None
         self.child_pattern_run = child_pattern_run
         self.pages = pages
         self.sitemaps: SitemapSource | None = None  # set by build_engine when sitemaps is on
@@ -260,7 +262,8 @@ class PagePipeline:
         relevance = None
         text = page_text(page)
         if self.model is not None:
-            relevance = float(self.model.relevance_page(text, page.blocks))
+            relevance = (self.self_training.relevance(text) if self.self_training is not None
+                         else float(self.model.relevance_page(text, page.blocks)))
             # a target (result) is a relevant detail page; irrelevant pages are not judged
             if relevance >= self.settings.relevance_threshold:
                 record.is_target = bool(self.model.is_target(page.stats))

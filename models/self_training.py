@@ -1,0 +1,134 @@
+"""Self-training: the page classifier learns from the crawl's own pages (docs/algorithms.md §1.2).
+
+A page NB fitted on a few dozen sample pages knows only the words of those samples, and a crawl
+that meets a whole class its irrelevant samples lack (a neighbouring topic) judges that class by
+the few words it shares with the topic: on the newswire web, metals' model judged 158 of the
+commodities pages it met relevant. The crawl sees hundreds of such pages, so it labels them
+itself, by two views that err differently (co-training, Blum & Mitchell 1998; self-training
+of NB on unlabelled text, Nigam et al. 2000):
+
+- a page is a *pseudo-positive* when the sample NB and the keywords' VSM both judge it relevant;
+- a *pseudo-negative* when the sample NB judges it irrelevant, or when it holds none of the
+  keywords and the NB is not confident (posterior below :data:`CONFIDENT`);
+- other pages teach nothing.
+
+Every :data:`REFIT_EVERY` pseudo-labelled pages the NB is refitted on the samples' word counts
+plus the pseudo-labelled pages' (each page weighing as a sample page), over the samples'
+vocabulary grown by the pages' words, the class prior kept. Labels always come from the sample
+NB, never from a refitted one, so an error does not feed on itself. Each page process (each
+Celery worker process in distributed mode) learns from the pages it classifies.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections import Counter
+
+import numpy as np
+
+from jlse.models.naive_bayes import NaiveBayesTextClassifier, text_sample
+from jlse.models.tokenizer import tokenize
+from jlse.models.topic_model import TopicModel
+
+log = logging.getLogger(__name__)
+
+REFIT_EVERY = 50  # pseudo-labelled pages between refits (a refit costs ~10-30 ms)
+CONFIDENT = 0.9  # an NB posterior this high is not overruled by a page without keywords
+MAX_WORDS = 200_000  # pseudo-page words kept; past it words seen once are dropped
+
+
+class SelfTrainedRelevance:
+    """Page relevance by the topic's NB, refitted on the crawl's pseudo-labelled pages.
+    Thread-safe: the pipeline scores pages from several threads."""
+
+    def __init__(self, model: TopicModel) -> None:
+        self.model = model
+        self.base: NaiveBayesTextClassifier = model.relevance_model_
+        self.keywords = model.keyword_view_
+        self.threshold = model.relevance_threshold
+        self.current = self.base
+        self.word_counts = (Counter(), Counter())  # irrelevant, relevant
+        self.labelled = [0, 0]
+        self._since_refit = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, model: TopicModel | None) -> SelfTrainedRelevance | None:
+        """Self-training for ``model``; None when it lacks a sample NB with its word counts or
+        a keyword view (a topic without keywords, a VSM or KDE-NB page classifier)."""
+        if model is None or getattr(model, "keyword_view_", None) is None:
+            return None
+        nb = model.relevance_model_
+        if not isinstance(nb, NaiveBayesTextClassifier) or nb.class_counts_ is None:
+            return None
+        return cls(model)
+
+    def relevance(self, text: str) -> float:
+        """P(relevant | text) by the current NB; the page may become a pseudo-label."""
+        current = self.current
+        score = float(current.predict_proba([text])[0])
+        base = score if current is self.base else float(self.base.predict_proba([text])[0])
+        label = self._label(base, text)
+        if label is not None:
+            self._learn(label, text)
+        return score
+
+    def _label(self, base: float, text: str) -> int | None:
+        if base < self.threshold:
+            return 0
+        keywords = float(self.keywords.relevance(text))
+        if keywords >= self.keywords.threshold:
+            return 1
+        if keywords <= 0.0 and base < CONFIDENT:
+            return 0
+        return None
+
+    def _learn(self, label: int, text: str) -> None:
+        tokens = tokenize(text_sample(text, self.base.max_chars))
+        with self._lock:
+            self.word_counts[label].update(tokens)
+            self.labelled[label] += 1
+            self._since_refit += 1
+            if self._since_refit < REFIT_EVERY:
+                return
+            self._since_refit = 0
+            self._prune()
+            refitted = refit(self.base, self.word_counts)
+        self.current = refitted
+        log.debug("self-training: refitted on %d relevant and %d irrelevant pages of the crawl, "
+                  "%d words", self.labelled[1], self.labelled[0],
+                  len(refitted.word_log_ratio_))
+
+    def _prune(self) -> None:
+        for counts in self.word_counts:
+            if len(counts) > MAX_WORDS:
+                for word in [word for word, n in counts.items() if n < 2]:
+                    del counts[word]
+
+
+def refit(base: NaiveBayesTextClassifier, word_counts: tuple[Counter, Counter]
+          ) -> NaiveBayesTextClassifier:
+    """``base`` with the pages' word counts (irrelevant, relevant) added to its class counts,
+    over its vocabulary grown by the pages' words; Laplace smoothing and prior as ``base``'s."""
+    vocabulary = dict(base.vectorizer_.vocabulary_)
+    for counts in word_counts:
+        for word in counts:
+            vocabulary.setdefault(word, len(vocabulary))
+    totals = np.zeros((2, len(vocabulary)))
+    totals[:, :base.class_counts_.shape[1]] = base.class_counts_
+    for label, counts in enumerate(word_counts):
+        if counts:
+            columns = np.fromiter(map(vocabulary.__getitem__, counts), dtype=np.int64,
+                                  count=len(counts))
+            np.add.at(totals[label], columns, np.fromiter(counts.values(), dtype=float,
+                                                          count=len(counts)))
+    smoothed = totals + base.alpha
+    log_prob = np.log(smoothed) - np.log(smoothed.sum(axis=1, keepdims=True))
+    model = copy.copy(base)
+    model.vectorizer_ = copy.copy(base.vectorizer_)
+    model.vectorizer_.vocabulary_ = vocabulary
+    model.word_log_ratio_ = log_prob[1] - log_prob[0]
+    model.class_counts_ = totals
+    return model

@@ -1,0 +1,136 @@
+"""Self-training of the page NB on the crawl's own pages (models/self_training.py)."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import numpy as np
+import pytest
+from sklearn.naive_bayes import MultinomialNB
+
+from jlse.models import self_training
+from jlse.models.persist import load_topic_model, save_topic_model
+from jlse.models.self_training import SelfTrainedRelevance, refit
+from jlse.models.topic_model import TopicModel, TopicSamples
+from jlse.sandbox import build_web
+from jlse.topic import build_topic_model, load_topic
+
+METALS = "gold copper zinc smelter ounces mine output tonnes prices exports producers said".split()
+FOOTBALL = "football match goal league season coach players fans stadium said".split()
+SOFTS = "coffee sugar cocoa crop harvest weather growers rain beans prices".split()  # no keyword
+COMMON = "market report week company group year trading news official statement".split()
+
+
+def _page(words: list[str], rng: random.Random, n: int = 20) -> str:
+    """``n`` words of a class among 40 words every class uses."""
+    return " ".join([rng.choice(words) for _ in range(n)] + [rng.choice(COMMON) for _ in range(40)])
+
+
+@pytest.fixture()
+def blind_topic() -> TopicModel:
+    """Metals samples whose irrelevant samples lack the neighbouring softs class."""
+    rng = random.Random(3)
+    samples = TopicSamples(relevant=[_page(METALS, rng) for _ in range(20)],
+                           irrelevant=[_page(FOOTBALL, rng) for _ in range(20)],
+                           keywords=["gold", "copper", "zinc", "smelter"])
+    return TopicModel().fit(samples)
+
+
+def test_a_class_the_samples_lack_is_learnt_from_the_crawl(blind_topic) -> None:
+    rng = random.Random(5)
+    softs = _page(SOFTS, rng)
+    assert blind_topic.relevance(softs) > 0.5  # the blind spot: shared words decide
+    learner = SelfTrainedRelevance.of(blind_topic)
+    for _ in range(120):  # the crawl meets both classes
+        learner.relevance(_page(METALS, rng))
+        learner.relevance(_page(SOFTS, rng))
+    assert learner.labelled[0] >= 30 and learner.labelled[1] >= 100
+    assert learner.relevance(_page(SOFTS, rng)) < 0.5
+    assert learner.relevance(_page(METALS, rng)) > 0.5
+    assert learner.relevance(_page(FOOTBALL, rng)) < 0.5
+    assert blind_topic.relevance(softs) > 0.5  # the topic's own model is left as it was
+
+
+def test_labels_come_from_the_sample_model_and_both_views(blind_topic) -> None:
+    learner = SelfTrainedRelevance.of(blind_topic)
+    rng = random.Random(8)
+    assert learner._label(0.2, _page(METALS, rng)) == 0  # the NB says no: irrelevant
+    assert learner._label(0.8, _page(METALS, rng)) == 1  # both say yes
+    assert learner._label(0.8, _page(SOFTS, rng)) == 0  # no keyword, NB not confident
+    assert learner._label(0.95, _page(SOFTS, rng)) is None  # no keyword, NB confident: no label
+
+
+def test_refit_equals_a_fit_on_samples_and_pages(blind_topic) -> None:
+    rng = random.Random(11)
+    base = blind_topic.relevance_model_
+    pages = {0: [_page(SOFTS, rng) for _ in range(5)], 1: [_page(METALS, rng) for _ in range(5)]}
+    counts = ({}, {})
+    for label, texts in pages.items():
+        for text in texts:
+            for token in text.split():
+                counts[label][token] = counts[label].get(token, 0) + 1
+    from collections import Counter
+    model = refit(base, (Counter(counts[0]), Counter(counts[1])))
+    vocabulary = model.vectorizer_.vocabulary_
+    matrix = np.zeros((10, len(vocabulary)))
+    for row, text in enumerate(pages[0] + pages[1]):
+        for token in text.split():
+            matrix[row, vocabulary[token]] += 1
+    expected = MultinomialNB(alpha=base.alpha).fit(
+        np.vstack([np.pad(base.class_counts_, ((0, 0), (0, len(vocabulary) - base.class_counts_.shape[1]))), matrix]),
+        [0, 1] + [0] * 5 + [1] * 5)
+    ratio = expected.feature_log_prob_[1] - expected.feature_log_prob_[0]
+    assert np.allclose(model.word_log_ratio_, ratio)
+    assert model.prior_log_odds_ == base.prior_log_odds_
+    assert base.vectorizer_.vocabulary_ is not vocabulary  # the base is untouched
+
+
+def test_refits_every_so_many_labelled_pages(blind_topic, monkeypatch) -> None:
+    monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    learner = SelfTrainedRelevance.of(blind_topic)
+    rng = random.Random(2)
+    for _ in range(9):
+        learner.relevance(_page(FOOTBALL, rng))
+    assert learner.current is learner.base
+    learner.relevance(_page(FOOTBALL, rng))
+    assert learner.current is not learner.base
+
+
+def test_no_self_training_without_keywords_or_a_page_nb() -> None:
+    rng = random.Random(4)
+    samples = TopicSamples(relevant=[_page(METALS, rng) for _ in range(10)],
+                           irrelevant=[_page(FOOTBALL, rng) for _ in range(10)])
+    assert SelfTrainedRelevance.of(TopicModel().fit(samples)) is None
+    samples.keywords = ["gold"]
+    assert SelfTrainedRelevance.of(TopicModel(page_classifier="kde-nb").fit(samples)) is None
+    assert SelfTrainedRelevance.of(TopicModel(page_classifier="vsm").fit(samples)) is None
+    assert SelfTrainedRelevance.of(None) is None
+
+
+def test_saved_model_keeps_what_self_training_needs(tmp_path) -> None:
+    directory = tmp_path / "phones"
+    build_web().write_topic_dir("phones", directory)
+    model = TopicModel().fit(load_topic(directory).samples)
+    save_topic_model(model, tmp_path / "model")
+    loaded = load_topic_model(tmp_path / "model")
+    assert np.array_equal(loaded.relevance_model_.class_counts_, model.relevance_model_.class_counts_)
+    assert loaded.keyword_view_ is not None
+    assert SelfTrainedRelevance.of(loaded) is not None
+
+
+def test_a_model_saved_before_self_training_is_stale(tmp_path, caplog) -> None:
+    directory = tmp_path / "phones"
+    build_web().write_topic_dir("phones", directory)
+    topic = load_topic(directory)
+    model = TopicModel().fit(topic.samples)
+    model.keyword_view_ = None  # as a model saved before self-training
+    save_topic_model(model, directory / "model")
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):
+        fresh = build_topic_model(topic)
+    assert "trained before self-training" in caplog.text
+    assert fresh.keyword_view_ is not None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="jlse.topic"):  # off: the old model serves
+        build_topic_model(load_topic(directory, {"self_training": False}))
+    assert "stale" not in caplog.text
