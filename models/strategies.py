@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from jlse.models.link_tokens import link_texts
+from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
@@ -119,6 +120,12 @@ class Strategy(ABC):
         return self.score_links(page_relevance, depth, anchors, urls, contexts,
                                 parent_priority=parent_priority, page_text=page_text,
                                 page_url=page_url), None
+
+    def observe_request(self, url: str, wasted: bool) -> None:
+        """Called where the crawl's results are written, for every request written, after its
+        links were queued; ``wasted``: a redirect to a URL the crawl already knew. A strategy
+        that learns from it (``jlse``: :mod:`models.redirect_waste`) overrides it."""
+        return None
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """Called where the crawl's results are written (the embedded crawl's process, which
@@ -249,7 +256,8 @@ class LearnedTunnelling(JointLinkSimilarity):
     def __init__(self, evaluator: Any, tunnel_weight: float = 0.0,
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
-                 site_optimism: float | None = None, **base: Any) -> None:
+                 site_optimism: float | None = None, redirect_waste: bool = False,
+                 **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
@@ -258,6 +266,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.link_text_weight = link_text_weight
         # None: no site bandit (links to other sites are scored like the others)
         self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
+        self.redirects = RedirectWaste() if redirect_waste else None
 
     @property
     def explores_sites(self) -> bool:
@@ -265,7 +274,11 @@ class LearnedTunnelling(JointLinkSimilarity):
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
-        the priority of each link to another site by its site's and its group's lift."""
+        the priority of each link to another site by its site's and its group's lift; every
+        link's by its URL shape's share of requests not wasted on redirects to known URLs."""
+        if self.redirects is not None and self.redirects.wasted:
+            for link in links:
+                link.priority *= self.redirects.lift(link.url)
         if self.sites is None:
             return
         if relevance is not None:
@@ -284,6 +297,10 @@ class LearnedTunnelling(JointLinkSimilarity):
             link.priority = min(1.0, link.priority * float(lift))
             if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
                 link.priority = max(link.priority, weight)  # a probe: fetched soon
+
+    def observe_request(self, url: str, wasted: bool) -> None:
+        if self.redirects is not None:
+            self.redirects.observe(url, wasted)
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target

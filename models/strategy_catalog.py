@@ -61,7 +61,8 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        link_text_weight=settings.link_text_weight,
                        relevance_exponent=settings.relevance_exponent,
                        site_optimism=(None if settings.site_optimism < 0
-                                      else settings.site_optimism), **base)
+                                      else settings.site_optimism),
+                       redirect_waste=settings.redirect_waste, **base)
         return cls(evaluator, **base)
 
     return build

@@ -150,3 +150,23 @@ def test_a_store_failure_mid_write_leaves_the_url_queued(engine, monkeypatch):
     assert status(engine, task.url_id) is LinkStatus.QUEUED  # fetched again after a restart
     assert engine.store.get_link_id("http://a.test/1") is not None  # links went first
     assert engine.frontier.counters().get("fetched", 0) == 0
+
+
+def test_a_redirect_to_a_known_url_is_a_wasted_request(engine, monkeypatch):
+    seen: list[tuple[str, bool]] = []
+    monkeypatch.setattr(engine.pipeline.strategy, "observe_request",
+                        lambda url, wasted: seen.append((url, wasted)))
+    task = seed_and_pop(engine)
+    page = PageResult(task, fetch=fetched(task), links=[link("http://b.test/story-1", task),
+                                                         link("http://c.test/s/1", task),
+                                                         link("http://d.test/s/2", task)])
+    engine.write(page)
+    for short, target in (("http://c.test/s/1", "http://b.test/story-1"),
+                          ("http://d.test/s/2", "http://e.test/story-2")):
+        hop = next(t for t in iter(engine.frontier.pop, None) if t.url == short)
+        redirect = FetchRecord(hop.url_id, hop.url, Outcome.REDIRECT, fetched_at=time.time(),
+                               status_code=301)
+        engine.write(PageResult(hop, fetch=redirect,
+                                links=[replace(link(target, hop), redirect_hops=1)]))
+    assert seen == [("http://a.test/", False), ("http://c.test/s/1", True),
+                    ("http://d.test/s/2", False)]

@@ -124,7 +124,11 @@ class CrawlEngine:
         fetched_host = host_of(task.url) if result.fetch is not None else None
         domains = sorted({key for host in link_hosts for key in domain_keys(host)})
         host_counts = self.ledger.fetch_counts(fetched_host, link_hosts + domains)
-        deltas = {"trap_refused": self.add_links(result.links, host_counts)}
+        refused, created = self.add_links(result.links, host_counts)
+        deltas = {"trap_refused": refused}
+        if result.fetch is not None:  # a redirect to a known URL: a request that gave nothing
+            wasted = result.fetch.outcome is Outcome.REDIRECT and not created
+            self.pipeline.strategy.observe_request(task.url, wasted)
         requeue, delay = False, result.crawl_delay
         if result.fetch is not None:
             deltas.update(self._record(result))
@@ -155,8 +159,9 @@ class CrawlEngine:
             self.on_written(result, word)
         return word
 
-    def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:
-        """Trap-check, store and queue new links; how many the trap filter refused."""
+    def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> tuple[int, int]:
+        """Trap-check, store and queue new links; how many the trap filter refused, and how
+        many were new to the crawl."""
         allowed = []
         for link in links:
             host = host_of(link.url)
@@ -170,6 +175,7 @@ class CrawlEngine:
                 log.debug("refused %s: %s", link.url, reason)
         fresh = [link for link in allowed
                  if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
+        created = 0
         if fresh:
             # Not inside store.autocommit(), which would hold the store: PostgreSQL's add_links
             # commits on its own, the calls of a pool's threads together (PostgresStore).
@@ -178,7 +184,8 @@ class CrawlEngine:
                                           zip(fresh, ids, strict=True)],
                                          [created for _, created in ids])
             self._remember(fresh)
-        return len(links) - len(allowed)
+            created = sum(bool(new) for _, new in ids)
+        return len(links) - len(allowed), created
 
     def add_seeds(self, seeds: list[str], priority: float) -> None:
         links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]

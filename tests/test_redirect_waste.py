@@ -1,0 +1,67 @@
+"""Redirects to known URLs, learnt per URL shape (models/redirect_waste.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jlse.models.redirect_waste import RedirectWaste, url_shapes
+from jlse.records import NewLink
+
+
+def test_shapes_keep_the_host_and_make_digits_n() -> None:
+    assert url_shapes("http://Wire.test/s/1234") == ("wire.test/s/N", "*/s/N")
+    assert url_shapes("https://a.test/world/story-12.html?p=7#top") == (
+        "a.test/world/story-N.html?p=N", "*/world/story-N.html?p=N")
+    assert url_shapes("http://a.test") == ("a.test", "*")
+
+
+def test_no_waste_no_lift() -> None:
+    waste = RedirectWaste()
+    for i in range(20):
+        waste.observe(f"http://a.test/s/{i}", wasted=False)
+    assert waste.lift("http://a.test/s/99") == 1.0
+
+
+def test_lift_is_the_share_of_requests_not_wasted() -> None:
+    waste = RedirectWaste()
+    waste.observe("http://a.test/s/1", wasted=True)
+    assert waste.lift("http://a.test/s/2") == pytest.approx(0.5)
+    for i in range(2, 5):
+        waste.observe(f"http://a.test/s/{i}", wasted=True)
+    assert waste.lift("http://a.test/s/9") == pytest.approx(0.2)  # 1 - 4/5
+    for i in range(5, 9):
+        waste.observe(f"http://a.test/s/{i}", wasted=False)
+    assert waste.lift("http://a.test/s/9") == pytest.approx(1 - 4 / 9)
+    assert waste.lift("http://a.test/world/story-3.html") == 1.0  # another shape
+
+
+def test_a_host_without_requests_of_the_shape_borrows_the_path_shape() -> None:
+    waste = RedirectWaste()
+    for i in range(3):
+        waste.observe(f"http://a.test/s/{i}", wasted=True)
+    assert waste.lift("http://b.test/s/7") == pytest.approx(0.25)
+    waste.observe("http://b.test/s/7", wasted=False)  # b's own figures from now on
+    assert waste.lift("http://b.test/s/8") == 1.0
+
+
+def test_shapes_are_bounded() -> None:
+    waste = RedirectWaste(max_shapes=4)
+    waste.observe("http://a.test/s/1", wasted=True)
+    for name in "bcdefg":
+        waste.observe(f"http://a.test/{name}", wasted=False)
+    assert len(waste._shapes) == 4
+    assert waste.lift("http://a.test/s/2") == 1.0  # forgotten
+
+
+def test_the_jlse_strategy_lowers_links_of_wasteful_shapes(tmp_path) -> None:
+    from jlse.models.strategies import LearnedTunnelling
+
+    strategy = LearnedTunnelling(evaluator=None, redirect_waste=True)
+    for i in range(4):
+        strategy.observe_request(f"http://a.test/s/{i}", wasted=True)
+    strategy.observe_request("http://a.test/news/1.html", wasted=False)
+    links = [NewLink(url="http://a.test/s/77", parent_id=1, depth=1, priority=0.5),
+             NewLink(url="http://a.test/news/2.html", parent_id=1, depth=1, priority=0.5)]
+    strategy.observe_result("http://a.test/", 0.9, links)
+    assert links[0].priority == pytest.approx(0.5 * 0.2)
+    assert links[1].priority == 0.5
