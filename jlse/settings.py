@@ -146,8 +146,8 @@ class Settings:
     # x its site's and its link group's learnt lift; target pages' off-site links probed);
     # below 0: no site bandit (docs/strategies.md, "The site bandit": why it is on)
     site_optimism: float = 0.3
-    # jlse: a link's priority x the share of its URL shape's requests not wasted on redirects
-    # to URLs already known (models/redirect_waste.py)
+    # jlse: a link's priority x its URL shape's pages per request, a redirect counting 1/2
+    # (its target: a second request) or 0 (a target already known) (models/redirect_waste.py)
     redirect_waste: bool = True
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field

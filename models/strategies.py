@@ -121,10 +121,11 @@ class Strategy(ABC):
                                 parent_priority=parent_priority, page_text=page_text,
                                 page_url=page_url), None
 
-    def observe_request(self, url: str, wasted: bool) -> None:
+    def observe_request(self, url: str, waste: float) -> None:
         """Called where the crawl's results are written, for every request written, after its
-        links were queued; ``wasted``: a redirect to a URL the crawl already knew. A strategy
-        that learns from it (``jlse``: :mod:`models.redirect_waste`) overrides it."""
+        links were queued; ``waste``: what it fell short of a page (0 for a page; a redirect:
+        ``models.redirect_waste.NEW_TARGET`` or ``KNOWN_TARGET``). A strategy that learns from
+        it (``jlse``) overrides it."""
         return None
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
@@ -275,7 +276,7 @@ class LearnedTunnelling(JointLinkSimilarity):
     def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
         the priority of each link to another site by its site's and its group's lift; every
-        link's by its URL shape's share of requests not wasted on redirects to known URLs."""
+        link's by its URL shape's pages per request (``models.redirect_waste``)."""
         if self.redirects is not None and self.redirects.wasted:
             for link in links:
                 link.priority *= self.redirects.lift(link.url)
@@ -298,9 +299,9 @@ class LearnedTunnelling(JointLinkSimilarity):
             if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
                 link.priority = max(link.priority, weight)  # a probe: fetched soon
 
-    def observe_request(self, url: str, wasted: bool) -> None:
+    def observe_request(self, url: str, waste: float) -> None:
         if self.redirects is not None:
-            self.redirects.observe(url, wasted)
+            self.redirects.observe(url, waste)
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET
 from jlse.models.strategies import BreadthFirst
 from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
@@ -152,10 +153,10 @@ def test_a_store_failure_mid_write_leaves_the_url_queued(engine, monkeypatch):
     assert engine.frontier.counters().get("fetched", 0) == 0
 
 
-def test_a_redirect_to_a_known_url_is_a_wasted_request(engine, monkeypatch):
-    seen: list[tuple[str, bool]] = []
+def test_a_redirect_is_a_request_short_of_a_page(engine, monkeypatch):
+    seen: list[tuple[str, float]] = []
     monkeypatch.setattr(engine.pipeline.strategy, "observe_request",
-                        lambda url, wasted: seen.append((url, wasted)))
+                        lambda url, waste: seen.append((url, waste)))
     task = seed_and_pop(engine)
     page = PageResult(task, fetch=fetched(task), links=[link("http://b.test/story-1", task),
                                                          link("http://c.test/s/1", task),
@@ -168,5 +169,5 @@ def test_a_redirect_to_a_known_url_is_a_wasted_request(engine, monkeypatch):
                                status_code=301)
         engine.write(PageResult(hop, fetch=redirect,
                                 links=[replace(link(target, hop), redirect_hops=1)]))
-    assert seen == [("http://a.test/", False), ("http://c.test/s/1", True),
-                    ("http://d.test/s/2", False)]
+    assert seen == [("http://a.test/", 0.0), ("http://c.test/s/1", KNOWN_TARGET),
+                    ("http://d.test/s/2", NEW_TARGET)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jlse.models.redirect_waste import RedirectWaste, url_shapes
+from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET, RedirectWaste, url_shapes
 from jlse.records import NewLink
 
 
@@ -18,37 +18,39 @@ def test_shapes_keep_the_host_and_make_digits_n() -> None:
 def test_no_waste_no_lift() -> None:
     waste = RedirectWaste()
     for i in range(20):
-        waste.observe(f"http://a.test/s/{i}", wasted=False)
+        waste.observe(f"http://a.test/s/{i}", waste=0.0)
     assert waste.lift("http://a.test/s/99") == 1.0
 
 
-def test_lift_is_the_share_of_requests_not_wasted() -> None:
+def test_lift_is_the_pages_per_request() -> None:
     waste = RedirectWaste()
-    waste.observe("http://a.test/s/1", wasted=True)
+    waste.observe("http://a.test/s/1", waste=KNOWN_TARGET)
     assert waste.lift("http://a.test/s/2") == pytest.approx(0.5)
     for i in range(2, 5):
-        waste.observe(f"http://a.test/s/{i}", wasted=True)
+        waste.observe(f"http://a.test/s/{i}", waste=KNOWN_TARGET)
     assert waste.lift("http://a.test/s/9") == pytest.approx(0.2)  # 1 - 4/5
     for i in range(5, 9):
-        waste.observe(f"http://a.test/s/{i}", wasted=False)
+        waste.observe(f"http://a.test/s/{i}", waste=0.0)
     assert waste.lift("http://a.test/s/9") == pytest.approx(1 - 4 / 9)
     assert waste.lift("http://a.test/world/story-3.html") == 1.0  # another shape
+    waste.observe("http://a.test/s/9", waste=NEW_TARGET)  # one page for two requests
+    assert waste.lift("http://a.test/s/10") == pytest.approx(1 - 4.5 / 10)
 
 
 def test_a_host_without_requests_of_the_shape_borrows_the_path_shape() -> None:
     waste = RedirectWaste()
     for i in range(3):
-        waste.observe(f"http://a.test/s/{i}", wasted=True)
+        waste.observe(f"http://a.test/s/{i}", waste=KNOWN_TARGET)
     assert waste.lift("http://b.test/s/7") == pytest.approx(0.25)
-    waste.observe("http://b.test/s/7", wasted=False)  # b's own figures from now on
+    waste.observe("http://b.test/s/7", waste=0.0)  # b's own figures from now on
     assert waste.lift("http://b.test/s/8") == 1.0
 
 
 def test_shapes_are_bounded() -> None:
     waste = RedirectWaste(max_shapes=4)
-    waste.observe("http://a.test/s/1", wasted=True)
+    waste.observe("http://a.test/s/1", waste=KNOWN_TARGET)
     for name in "bcdefg":
-        waste.observe(f"http://a.test/{name}", wasted=False)
+        waste.observe(f"http://a.test/{name}", waste=0.0)
     assert len(waste._shapes) == 4
     assert waste.lift("http://a.test/s/2") == 1.0  # forgotten
 
@@ -58,8 +60,8 @@ def test_the_jlse_strategy_lowers_links_of_wasteful_shapes(tmp_path) -> None:
 
     strategy = LearnedTunnelling(evaluator=None, redirect_waste=True)
     for i in range(4):
-        strategy.observe_request(f"http://a.test/s/{i}", wasted=True)
-    strategy.observe_request("http://a.test/news/1.html", wasted=False)
+        strategy.observe_request(f"http://a.test/s/{i}", KNOWN_TARGET)
+    strategy.observe_request("http://a.test/news/1.html", 0.0)
     links = [NewLink(url="http://a.test/s/77", parent_id=1, depth=1, priority=0.5),
              NewLink(url="http://a.test/news/2.html", parent_id=1, depth=1, priority=0.5)]
     strategy.observe_result("http://a.test/", 0.9, links)

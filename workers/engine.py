@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, FetchRecord, NewLink, Outcome
@@ -126,9 +127,10 @@ class CrawlEngine:
         host_counts = self.ledger.fetch_counts(fetched_host, link_hosts + domains)
         refused, created = self.add_links(result.links, host_counts)
         deltas = {"trap_refused": refused}
-        if result.fetch is not None:  # a redirect to a known URL: a request that gave nothing
-            wasted = result.fetch.outcome is Outcome.REDIRECT and not created
-            self.pipeline.strategy.observe_request(task.url, wasted)
+        if result.fetch is not None:  # a redirect: a request that gave no page of its own
+            waste = 0.0 if result.fetch.outcome is not Outcome.REDIRECT else (
+                NEW_TARGET if created else KNOWN_TARGET)
+            self.pipeline.strategy.observe_request(task.url, waste)
         requeue, delay = False, result.crawl_delay
         if result.fetch is not None:
             deltas.update(self._record(result))
