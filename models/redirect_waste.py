@@ -6,13 +6,14 @@ no page: its target takes a second request, and when the target is a URL the cra
 queued or fetched, the redirect gave nothing at all. Such links look like any other to the link
 evidence (their anchors are the story's), so the crawl learns, per URL shape (host and path with
 every run of digits made ``N``), the pages its requests yield: a page 1, a redirect to a new URL
-1/2 (one page for two requests), a redirect to a known URL 0. With ``n_s`` the requests of shape
-s written so far and ``w_s`` the sum of what they fell short of 1, a link of shape s gets its
-priority multiplied by ``1 - w_s / (n_s + 1)`` (one request of yield 1 as the prior). A shape no
-request of its host has had yet borrows the figures of its path shape over every host (short
-links look alike across sites). A shape that never redirected keeps its links' priorities; one
-whose every request redirected to known URLs falls towards 0 as evidence grows (1/2 after one,
-1/5 after four).
+1/2 (one page for two requests), a redirect to a known URL 0. Short links look alike across
+sites, so the estimate is hierarchical: over every host, a path shape p (``*/s/N``) yields
+``y_p = 1 - w_p / (n_p + 1)`` pages per request (``n_p`` requests written so far, ``w_p`` the
+sum of what they fell short of a page, one request of yield 1 as the prior), and a host's shape
+s yields ``(n_s - w_s + A y_p) / (n_s + A)``, its path shape's yield weighing as A = 2 requests.
+A link of shape s gets its priority multiplied by that yield. A shape that never redirected
+keeps its links' priorities; one whose every request redirected to known URLs falls towards 0
+as evidence grows.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections import OrderedDict
 
 MAX_SHAPES = 100_000  # shapes remembered (least recently written dropped first)
 KNOWN_TARGET, NEW_TARGET = 1.0, 0.5  # what a redirect's request falls short of a page
+PRIOR_REQUESTS = 2.0  # A: the weight of a path shape's yield in a host's shape's estimate
 _DIGITS = re.compile(r"\d+")
 
 
@@ -55,15 +57,15 @@ class RedirectWaste:
             self.wasted += waste
 
     def lift(self, url: str) -> float:
-        """``1 - w_s`` for the shape of ``url``, or of its path shape when its host has no
-        request of that shape yet; 1.0 while no request was wasted."""
+        """The pages per request of the shape of ``url`` (module docstring); 1.0 while no
+        request fell short."""
         if not self.wasted:
             return 1.0
         host_shape, path_shape = url_shapes(url)
-        counts = self._shapes.get(host_shape) or self._shapes.get(path_shape)
-        if counts is None or counts[1] == 0:
-            return 1.0
-        return 1.0 - counts[1] / (counts[0] + 1)
+        requests, waste = self._shapes.get(path_shape, (0.0, 0.0))
+        path_yield = 1.0 - waste / (requests + 1.0)
+        requests, waste = self._shapes.get(host_shape, (0.0, 0.0))
+        return (requests - waste + PRIOR_REQUESTS * path_yield) / (requests + PRIOR_REQUESTS)
 
     def _counts(self, shape: str) -> list[float]:
         counts = self._shapes.get(shape)
