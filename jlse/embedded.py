@@ -17,9 +17,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from jlse.progress import CrawlProgress, hold_up_note
-from jlse.records import UNCOUNTED_OUTCOMES, LinkStatus
+from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, LinkStatus
 from jlse.scheduler.frontier import LocalFrontier
 from jlse.scheduler.metrics import serve_crawl
 from jlse.scheduler.robots import RobotsCache, pending_wait
@@ -89,6 +90,9 @@ class EmbeddedCrawler:
         self.settings = settings
         self.engine = engine
         self.frontier: LocalFrontier = engine.frontier
+        self.strategy = engine.pipeline.strategy
+        self.strategy.lift_at_pop()  # the writer's strategy: the one that learns
+        self._queued_priority: dict[str, float] = {}  # of URLs re-ranked back into the frontier
         self.progress = progress
         self.pool = pool  # default: threads in this process (see run_crawl for processes)
         self.model_version = model_version  # told to page processes with each task
@@ -194,6 +198,8 @@ class EmbeddedCrawler:
             task = self.frontier.pop(None if self._low_slot_free(low_below) else low_below)
             if task is None:
                 return
+            if not self._still_best(task):
+                continue
             if not self.engine.admit(task):
                 self._show(counted=False)
                 continue
@@ -206,6 +212,22 @@ class EmbeddedCrawler:
             self._started += 1
             self._low_started += task.priority < low_below
             self._last_start = time.monotonic()
+
+    def _still_best(self, task: CrawlTask) -> bool:
+        """Lazy re-ranking: a popped URL's priority as queued times what the strategy has
+        learnt since (``Strategy.pop_lift``: jlse's pages per request of its URL shape). When
+        that falls below the best URL still queued, the URL goes back at the lower priority
+        (its priority as queued kept for its next pop) and False is returned."""
+        queued = self._queued_priority.pop(task.url, task.priority)
+        lifted = queued * self.strategy.pop_lift(task.url)
+        if lifted >= task.priority:
+            return True
+        best = self.frontier.best_priority()
+        if best is None or lifted >= best:
+            return True
+        self._queued_priority[task.url] = queued
+        self.frontier.put_back(replace(task, priority=lifted))
+        return False
 
     def _say_hold_ups(self, pool: ThreadPagePool) -> None:
         """Every ``HOLD_UPS_EVERY`` seconds, tell the progress line why fewer pages than

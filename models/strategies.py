@@ -121,6 +121,16 @@ class Strategy(ABC):
                                 parent_priority=parent_priority, page_text=page_text,
                                 page_url=page_url), None
 
+    def pop_lift(self, url: str) -> float:
+        """What a popped URL's priority is multiplied by before it is fetched, for a runner
+        that re-ranks at pop (:meth:`lift_at_pop`); 1.0 unless a strategy learns it."""
+        return 1.0
+
+    def lift_at_pop(self) -> None:
+        """The runner re-ranks popped URLs by :meth:`pop_lift`, so the links are queued without
+        that lift (the embedded runner; a distributed crawl's dispatcher cannot ask)."""
+        return None
+
     def observe_request(self, url: str, waste: float) -> None:
         """Called where the crawl's results are written, for every request written, after its
         links were queued; ``waste``: what it fell short of a page (0 for a page; a redirect:
@@ -268,6 +278,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         # None: no site bandit (links to other sites are scored like the others)
         self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
         self.redirects = RedirectWaste() if redirect_waste else None
+        self.redirects_at_pop = False  # True: the runner applies them (lift_at_pop)
 
     @property
     def explores_sites(self) -> bool:
@@ -277,7 +288,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
         the priority of each link to another site by its site's and its group's lift; every
         link's by its URL shape's pages per request (``models.redirect_waste``)."""
-        if self.redirects is not None and self.redirects.wasted:
+        if self.redirects is not None and self.redirects.wasted and not self.redirects_at_pop:
             for link in links:
                 link.priority *= self.redirects.lift(link.url)
         if self.sites is None:
@@ -302,6 +313,12 @@ class LearnedTunnelling(JointLinkSimilarity):
     def observe_request(self, url: str, waste: float) -> None:
         if self.redirects is not None:
             self.redirects.observe(url, waste)
+
+    def pop_lift(self, url: str) -> float:
+        return 1.0 if self.redirects is None else self.redirects.lift(url)
+
+    def lift_at_pop(self) -> None:
+        self.redirects_at_pop = True
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         return self.expand_targets or not is_target

@@ -190,6 +190,15 @@ class LocalFrontier(Frontier):
         self._counters.update(changed)
         return True, {name: self._counters[name] for name in changed}
 
+    def put_back(self, task: CrawlTask) -> None:
+        """Queue a popped ``task`` again (its priority may differ) as if it had not been
+        popped: no request was made, so its host waits no politeness delay for it."""
+        popped = self._in_flight.pop(task.url, None)
+        if popped is None:
+            return
+        self.politeness.cancel(host_of(task.url))
+        self._enqueue(task, popped[0])
+
     def restore_counters(self, values: dict[str, int]) -> None:
         """Start the counters from a resumed crawl's figures."""
         self._counters = Counter(values)

@@ -46,6 +46,12 @@ class HostPoliteness:
         else:
             self._ready_at.pop(host, None)
 
+    def cancel(self, host: str) -> None:
+        """A request marked in flight was not made: ``host`` waits no longer for it."""
+        self._busy[host] -= 1
+        if self._busy[host] <= 0:
+            del self._busy[host]
+
     def blocked(self) -> dict[str, float | None]:
         """Hosts that may not be contacted now: seconds until each may be (None: requests in
         flight hold it). Forgets the waits that are over."""

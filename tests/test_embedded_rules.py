@@ -90,3 +90,47 @@ def test_first_ctrl_c_asks_the_crawl_to_stop_and_a_second_interrupts() -> None:
             time.sleep(1.0)
     assert crawl.stopped == 1
     assert signal.getsignal(signal.SIGINT) is before  # restored
+
+
+class _ShortLinksWaste(BreadthFirst):
+    """As if the crawl had learnt that its short links redirect to pages it has."""
+
+    def pop_lift(self, url: str) -> float:
+        return 0.05 if "/s/" in url else 1.0
+
+
+def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
+    settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
+                        concurrency=1, domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, _ShortLinksWaste(), None,
+                          robots_turn=True)
+    engine.add_links([NewLink(f"http://w{i}.test/s/{i}", None, 0, priority=0.9) for i in range(3)]
+                     + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.5)
+                        for i in range(3)], {})
+    started: list[tuple[str, float]] = []
+    pool = ThreadPagePool(lambda task: started.append((task.url, task.priority)) or
+                          PageResult(task), threads=1)
+    crawler = EmbeddedCrawler(settings, engine, pool=pool)
+    try:
+        while len(frontier) or pool.in_flight():
+            crawler._submit_ready(pool)
+            crawler._write_all(pool.collect(timeout=1.0))
+    finally:
+        pool.close()
+        engine.close()
+        store.close()
+    assert [url.split("/")[3] for url, _ in started] == ["story-0", "story-1", "story-2"] + ["s"] * 3
+    assert [priority for _, priority in started[3:]] == pytest.approx([0.9 * 0.05] * 3)
+
+
+def test_a_url_put_back_costs_its_host_no_delay() -> None:
+    from jlse.scheduler.frontier import LocalFrontier
+
+    frontier = LocalFrontier(delay=5.0)
+    frontier.push(CrawlTask(url="http://a.test/s/1", url_id=1, priority=0.9))
+    task = frontier.pop()
+    frontier.put_back(CrawlTask(url=task.url, url_id=1, priority=0.1))
+    again = frontier.pop()
+    assert again is not None and again.priority == 0.1  # the host was not held back
