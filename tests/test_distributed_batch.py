@@ -11,8 +11,9 @@ import time
 
 import psycopg2
 import pytest
+import test_distributed
 from crawl_checks import crawl_delay_breaches, duplicate_fetches, robots_violations
-from test_distributed import (  # noqa: F401  (fixtures: the cluster, Redis, the topic)
+from test_distributed import (
     BUDGET,
     REPO,
     _crawl_cmd,
@@ -21,15 +22,16 @@ from test_distributed import (  # noqa: F401  (fixtures: the cluster, Redis, the
     _queued_urls_lost,
     _stop_if_running,
     _wait_fetched,
-    cluster,
-    phones_topic,
-    redis_client,
-    worker_env,
 )
 
 from jlse.records import LinkStatus
 from jlse.scheduler.store import open_store
 
+# the fixtures of test_distributed, module-scoped here too
+cluster = test_distributed.cluster
+redis_client = test_distributed.redis_client
+worker_env = test_distributed.worker_env
+phones_topic = test_distributed.phones_topic
 BATCH = 4
 
 

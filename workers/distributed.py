@@ -11,7 +11,9 @@ live one is dropped, and one whose URL is already written is only acknowledged.
 
 Round trips per page: Redis 4 (the checks before the task in one script, host counts, new
 links, counters + ack in one script), PostgreSQL 3 transactions (the link's state, new links,
-the fetch in one statement).
+the fetch in one statement). A batch (``jlse.fetch_batch``, ``fetch_batch`` URLs) takes the
+same per URL but for PostgreSQL: a read of each link's state, then 2 commits for the batch
+(every page's new links, then every page's row).
 """
 
 from __future__ import annotations

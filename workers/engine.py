@@ -149,6 +149,8 @@ class CrawlEngine:
         ``write_pages``, then each request ends; per result, what became of its URL. The
         order of ``write`` (see the module), with every step taken for the batch at once: a
         runner killed anywhere in between leaves every URL not yet ended ``queued``."""
+        if not results:
+            return []
         started = time.thread_time()
         plans = [self._plan(result) for result in results]
         links = [link for plan in plans for link in plan.links]
