@@ -8,7 +8,8 @@ only decides where URLs come from and where the work runs. For each URL it calls
 2. ``process``: the per-page pipeline (robots.txt, fetch, parse, classify, score out-links);
 3. ``write``: the result writer. Write order is crash-safe: the out-links first (database, then
    frontier), then the page's own row, then the counters and the end of the request in one
-   step (``Frontier.finish``). A runner killed anywhere in between leaves the URL ``queued``:
+   step (``Frontier.finish``); a batch (``write_batch``) takes each step for all its pages at
+   once. A runner killed anywhere in between leaves the URL ``queued``:
    ``--resume`` (embedded) or the lease's expiry (cluster) hands it out again, and a page written
    twice is counted once (``CrawlStore.record_fetch_once``).
 
@@ -192,7 +193,9 @@ class CrawlEngine:
         return plan
 
     def _store_pages(self, plans: list[_Plan]) -> None:
-        """The pages' rows: one page in one statement, a batch in one transaction."""
+        """The pages' rows: one page in one statement, a batch's in one transaction. A page
+        written meanwhile by a worker whose lease was reaped keeps that row; the counters
+        still move, but only with the live lease (``Frontier.finish``), so it counts once."""
         fetched = [plan for plan in plans if plan.result.fetch is not None]
         rejects = [(plan.task.url_id, *plan.reject) for plan in plans if plan.reject]
         records = [plan.result.fetch for plan in fetched]
