@@ -1,14 +1,18 @@
 """Write speed of the crawl database, as a worker writes: record_fetch_once + add_links(80 links).
 
 Each simulated page is fetched (``record_fetch_once``) and yields 80 out-links: 60 new URLs and
-20 site-wide navigation links already known (as on real sites). The calls run inside
+20 already known (links an earlier page found; a different set per page: site-wide menus, the
+same on every page, would be merged within a batch of pages, and a worker skips most of them
+anyway, ``CrawlEngine._written``). The calls run inside
 ``store.autocommit()``, as a distributed worker makes them, on one connection. Reported per
 backend:
 
 * pages/s of the whole loop;
 * link rows/s of ``add_links`` in that loop (80 rows per call, time spent inside
   ``add_links``): the link insert rate of one connection written by one thread (a prefork
-  worker process);
+  worker process). With ``--batch N`` the loop writes as a worker with ``fetch_batch`` N
+  does: the links of N pages in one ``add_links``, then their pages in one ``write_pages``
+  (also shown: the rate over the time of both);
 * then ``add_links`` alone, from 1 thread and from ``--threads`` threads sharing the store
   (one connection, as a thread-pool worker's threads share it): link rows/s over the wall
   time, and CPU microseconds per link row of the PostgreSQL backend and of the client;
@@ -18,7 +22,7 @@ backend:
 * the rate of ``iter_links`` over all rows.
 
     python benchmarks/bench_store.py [--pages 2000] [--pg postgresql://postgres@127.0.0.1/postgres]
-        [--only postgresql] [--label NAME]
+        [--only postgresql] [--label NAME] [--batch N]
 
 The script uses only the store's public calls, so the same file measures an older checkout
 (run it with that checkout's interpreter) side by side with this one.
@@ -39,35 +43,60 @@ from jlse.scheduler.store import CrawlStore, open_store
 
 NEW_PER_PAGE = 60
 NAV_LINKS = 20
+KNOWN_LINKS = 20  # per page in the crawl: links to pages found before (the page KNOWN_FROM back)
+KNOWN_FROM = 64
 
 
-def crawl(store: CrawlStore, pages: int) -> dict[str, float]:
-    """Simulated crawl of ``pages`` pages: pages/s and add_links rows/s."""
-    nav = [NewLink(f"http://site{n % 4}.test/nav/{n}", None, 0, f"nav {n}") for n in range(NAV_LINKS)]
-    [(page_id, _)] = store.add_links([NewLink("http://site0.test/", None, 0)])
-    store.add_links(nav)
-    queue = [page_id]
-    in_add_links = 0.0
+def crawl(store: CrawlStore, pages: int, batch: int = 1) -> dict[str, float]:
+    """Simulated crawl of ``pages`` pages: pages/s and add_links rows/s. With ``batch`` > 1,
+    as a worker writes a batch of that many pages (``fetch_batch``): the links of them all in
+    one ``add_links``, then their pages in one ``write_pages``."""
+    for page in range(-KNOWN_FROM, 0):  # the pages before the first: their links are known
+        store.add_links(page_links(page, None))
+    seeds = ["http://site0.test/"] + [f"http://site0.test/s{n}" for n in range(1, batch)]
+    queue = [page_id for page_id, _ in store.add_links([NewLink(url, None, 0) for url in seeds])]
+    in_add_links = in_pages = 0.0
     started = time.perf_counter()
-    for page in range(pages):
-        url_id = queue.pop(0)
-        with store.autocommit():
-            store.record_fetch_once(FetchRecord(
-                url_id=url_id, url="", outcome=Outcome.OK, fetched_at=time.time(),
-                status_code=200, content_type="text/html", n_bytes=20_000, elapsed=0.2,
-                relevance=0.6, is_target=page % 10 == 0, title=f"page {page}"))
-        links = [NewLink(f"http://site{page % 4}.test/p{page}/{n}", url_id, 1,
-                         f"anchor {n} 体育新闻", "some context words around the link " * 3,
-                         priority=0.5)
-                 for n in range(NEW_PER_PAGE)]
+    for first in range(0, pages, batch):
+        taken = [(page, queue.pop(0)) for page in range(first, min(first + batch, pages))]
+        records = [fetched(page, url_id) for page, url_id in taken]
+        if batch == 1:
+            with store.autocommit():
+                store.record_fetch_once(records[0])
+        links = [link for page, url_id in taken
+                 for link in page_links(page, url_id) + known_links(page)]
         begun = time.perf_counter()
         with store.autocommit():
-            answers = store.add_links(links + nav)
+            answers = store.add_links(links)
         in_add_links += time.perf_counter() - begun
+        if batch > 1:  # after the links, as the worker writes (its crash-safe order)
+            begun = time.perf_counter()
+            store.write_pages(records)
+            in_pages += time.perf_counter() - begun
         queue.extend(link_id for link_id, created in answers if created)
     elapsed = time.perf_counter() - started
     return {"pages_per_s": pages / elapsed,
-            "link_rows_per_s": pages * (NEW_PER_PAGE + NAV_LINKS) / in_add_links}
+            "link_rows_per_s": pages * (NEW_PER_PAGE + KNOWN_LINKS) / in_add_links,
+            "with_pages_per_s": pages * (NEW_PER_PAGE + KNOWN_LINKS) / (in_add_links + in_pages)}
+
+
+def known_links(page: int) -> list[NewLink]:
+    """A page's links to pages already known: some of those an earlier page found (a
+    different set per page, so a batch of pages does not merge them into fewer rows)."""
+    return page_links(page - KNOWN_FROM, None)[:KNOWN_LINKS]
+
+
+def fetched(page: int, url_id: int) -> FetchRecord:
+    return FetchRecord(url_id=url_id, url="", outcome=Outcome.OK, fetched_at=time.time(),
+                       status_code=200, content_type="text/html", n_bytes=20_000, elapsed=0.2,
+                       relevance=0.6, is_target=page % 10 == 0, title=f"page {page}")
+
+
+def page_links(page: int, url_id: int | None) -> list[NewLink]:
+    return [NewLink(f"http://site{page % 4}.test/p{page}/{n}", url_id, 1,
+                    f"anchor {n} 体育新闻", "some context words around the link " * 3,
+                    priority=0.5)
+            for n in range(NEW_PER_PAGE)]
 
 
 def backend_cpu(store: CrawlStore) -> float:
@@ -147,14 +176,16 @@ def pg_table_figures(admin_url: str, schema: str) -> str:
 
 
 def run(name: str, url: str, pages: int, threads: int,
-        admin: tuple[str, str] | None = None) -> None:
+        admin: tuple[str, str] | None = None, batch: int = 1) -> None:
     with open_store(url) as store:
-        rates = crawl(store, pages)
+        rates = crawl(store, pages, batch)
         rows, row_rate = iterate(store)
         alone = [(n, add_links_only(store, pages, n, f"t{n}-")) for n in sorted({1, threads})]
     extra = pg_table_figures(*admin) if admin else ""
+    batched = (f" (batches of {batch} pages; with their write_pages: "
+               f"{rates['with_pages_per_s']:.0f})" if batch > 1 else "")
     print(f"{name:<11} {rates['pages_per_s']:7.0f} pages/s   add_links link rows/s per "
-          f"connection in the crawl: {rates['link_rows_per_s']:8.0f}   "
+          f"connection in the crawl: {rates['link_rows_per_s']:8.0f}{batched}   "
           f"iter_links: {rows} rows at {row_rate:,.0f} rows/s{extra}", flush=True)
     for n, figures in alone:
         print(f"{name:<11}   add_links alone, {n:2d} thread(s) on one connection: "
@@ -184,16 +215,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8,
                         help="add_links alone from 1 and from this many threads on one store")
     parser.add_argument("--label", default="", help="a word printed before each line")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="pages per write in the crawl, as a worker with fetch_batch N "
+                             "writes them (needs write_pages: not in checkouts before it)")
     args = parser.parse_args()
     prefix = f"{args.label} " if args.label else ""
     if args.only in (None, "sqlite"):
         with tempfile.TemporaryDirectory() as workdir:
             run(f"{prefix}sqlite", f"sqlite:///{Path(workdir).resolve()}/crawl.db", args.pages,
-                args.threads)
+                args.threads, batch=args.batch)
     if args.pg and args.only in (None, "postgresql"):
         conn, schema, url = temporary_pg_schema(args.pg)
         try:
-            run(f"{prefix}postgresql", url, args.pages, args.threads, admin=(args.pg, schema))
+            run(f"{prefix}postgresql", url, args.pages, args.threads, admin=(args.pg, schema),
+                batch=args.batch)
         finally:
             conn.cursor().execute(f'DROP SCHEMA "{schema}" CASCADE')
             conn.close()

@@ -328,11 +328,16 @@ def run_dispatcher(shard_spec: str | None = None) -> None:
         app.send_task("jlse.fetch", args=[crawl_id, task], queue=FETCH_QUEUE,
                       argsrepr=f"({crawl_id!r}, {task.get('url', '')!r})", kwargsrepr="{}")
 
+    def send_batch(crawl_id: str, tasks: list[dict]) -> None:
+        app.send_task("jlse.fetch_batch", args=[crawl_id, tasks], queue=FETCH_QUEUE,
+                      argsrepr=f"({crawl_id!r}, {len(tasks)} URLs from "
+                               f"{tasks[0].get('url', '')!r})", kwargsrepr="{}")
+
     def send_refill(crawl_id: str, shard: int) -> None:
         app.send_task("jlse.refill", args=[crawl_id, shard], queue=FETCH_QUEUE)
 
     dispatcher = Dispatcher(CrawlRegistry(connect()), send, send_refill=send_refill,
-                            shard_spec=shard_spec)
+                            shard_spec=shard_spec, send_batch=send_batch)
     signal.signal(signal.SIGTERM, lambda *_: dispatcher.stop())
     try:
         dispatcher.run()

@@ -26,6 +26,7 @@ PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
 LOW_AFTER_IDLE = 5.0
 WARC_MODES = ("off", "also", "only")
 MAX_FRONTIER_SHARDS = 1024  # a dispatcher round and a status read touch every shard
+MAX_FETCH_BATCH = 64  # URLs per fetch message: a batch runs within one task's time limit
 DISCOVERY_OPERATORS = ("forward", "backward", "keyword", "related")  # docs/algorithms.md §3
 DISCOVERY_CHOOSERS = ("ucb1", "random", *DISCOVERY_OPERATORS)  # an operator: that one always
 SEARCH_DIRECT = "direct"  # search_proxy: never through a proxy
@@ -104,6 +105,10 @@ class Settings:
     opic_relevance_weight: float = 1.0  # opic: cash split in proportion to 1 + w * anchor sim
     # --- distributed mode (--frontier redis://...) ---
     max_outstanding: int = 0  # fetch tasks queued or running at once; 0 = 2 x concurrency
+    # URLs per fetch message: a worker process fetches a message's URLs together and writes
+    # their links in one transaction and their pages in another (1: a URL per message, one
+    # page per transaction). Keep max_outstanding >= 2 x worker processes x fetch_batch.
+    fetch_batch: int = 1
     lease_seconds: float = 30.0  # a popped URL returns to the frontier if no live worker has
     # started it by then (a running task's lease is renewed by its worker: worker_lease_seconds)
     worker_lease_seconds: float = 20.0  # a lease a live worker holds is renewed to this far
@@ -177,7 +182,7 @@ class Settings:
                     "domain_diversity", "max_pages_per_host", "low_priority_slots",
                     "host_concurrency", "cfc_layers", "cfc_page_log", "max_pages_per_domain",
                     "max_hosts_per_domain", "max_query_variants", "max_links_per_page",
-                    "max_page_tags"):
+                    "max_page_tags", "fetch_batch"):
             if getattr(self, key) < 1:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
         for key in ("connect_timeout", "read_timeout", "fetch_deadline", "straggler_seconds",
@@ -199,6 +204,8 @@ class Settings:
                                 f"{self.frontier_shards}")
         if self.host_window < 0:
             raise SettingsError(f"host_window: 0 (no limit) or a count, got {self.host_window}")
+        if self.fetch_batch > MAX_FETCH_BATCH:
+            raise SettingsError(f"fetch_batch: at most {MAX_FETCH_BATCH}, got {self.fetch_batch}")
         if self.max_outstanding < 0:
             raise SettingsError(f"max_outstanding: must not be negative, got {self.max_outstanding}")
         if self.lease_seconds < 5:  # shorter than a slow fetch: leases would expire mid-task

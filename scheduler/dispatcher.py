@@ -98,6 +98,7 @@ class DispatchRound:
 
 
 SendTask = Callable[[str, dict], None]
+SendBatch = Callable[[str, list[dict]], None]
 SendRefill = Callable[[str, int], None]
 _INACTIVE = DispatchRound([], 0, 0, 0, 0, None)  # the crawl left the active set
 _UNAVAILABLE = DispatchRound([], 0, 0, 0, 0, None)  # the shard's Redis is down
@@ -106,9 +107,13 @@ _UNAVAILABLE = DispatchRound([], 0, 0, 0, 0, None)  # the shard's Redis is down
 class Dispatcher:
     def __init__(self, registry: CrawlRegistry, send: SendTask,
                  clock: Callable[[], float] = time.monotonic, *,
-                 send_refill: SendRefill | None = None, shard_spec: str | None = None) -> None:
+                 send_refill: SendRefill | None = None, shard_spec: str | None = None,
+                 send_batch: SendBatch | None = None) -> None:
         self.registry = registry
         self.send = send  # (crawl_id, task dict) -> None: sends jlse.fetch (jlse.cluster)
+        # (crawl_id, task dicts) -> None: sends jlse.fetch_batch, the crawl's fetch_batch
+        # tasks of a round at a time (None: one task per message whatever the setting)
+        self.send_batch = send_batch
         self.send_refill = send_refill  # (crawl_id, shard) -> None: sends jlse.refill
         self.clock = clock
         self.shard_index, self.shard_step = parse_shard_spec(shard_spec)
@@ -230,7 +235,7 @@ class Dispatcher:
                     wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
         finally:  # the round's URLs in the crawl's order, whichever shard they came from
             popped.sort(key=lambda pair: -pair[0].priority)
-            self._send_all(crawl_id, popped)
+            self._send_all(crawl_id, popped, crawl.settings.fetch_batch)
         sent = len(popped)
         self._finish_if_done(crawl_id, crawl)
         return sent, wait  # IDLE_SLEEP is below REAP_EVERY: expired leases come back on time
@@ -352,17 +357,24 @@ class Dispatcher:
                 crawl.down.add(index)
                 crawl.ready.pop(index, None)
 
-    def _send_all(self, crawl_id: str, popped: list[tuple[LeasedTask, RedisFrontier]]) -> None:
+    def _send_all(self, crawl_id: str, popped: list[tuple[LeasedTask, RedisFrontier]],
+                  batch: int = 1) -> None:
         """Send a round's tasks in order (the crawl's, across its shards: Celery's queue is
-        FIFO); on a failure the unsent ones go back to their shards."""
-        for i, (task, _) in enumerate(popped):
+        FIFO), ``batch`` to a message (a worker writes a message's pages together); on a
+        failure the unsent ones go back to their shards."""
+        batch = batch if self.send_batch is not None else 1
+        for start in range(0, len(popped), batch):
+            chunk = [task.to_dict() for task, _ in popped[start:start + batch]]
             try:
-                self.send(crawl_id, task.to_dict())
+                if len(chunk) == 1:
+                    self.send(crawl_id, chunk[0])
+                else:
+                    self.send_batch(crawl_id, chunk)
             except Exception:
-                for unsent, frontier in popped[i:]:  # back in their places
+                for unsent, frontier in popped[start:]:  # back in their places
                     frontier.release(unsent, 0.0)
                 raise
-            self.sent += 1
+            self.sent += len(chunk)
 
     def _maybe_refill(self, crawl_id: str, shard: ShardState, index: int,
                       result: DispatchRound) -> None:

@@ -171,3 +171,42 @@ def test_a_redirect_is_a_request_short_of_a_page(engine, monkeypatch):
                                 links=[replace(link(target, hop), redirect_hops=1)]))
     assert seen == [("http://a.test/", 0.0), ("http://c.test/s/1", KNOWN_TARGET),
                     ("http://d.test/s/2", NEW_TARGET)]
+
+
+def test_a_batch_writes_its_links_then_its_pages_then_ends_each(engine):
+    engine.add_seeds(["http://a.test/", "http://b.test/", "http://c.test/"], 1.0)
+    tasks = [engine.frontier.pop() for _ in range(3)]
+    fetch, refused, retried = sorted(tasks, key=lambda task: task.url)
+    results = [
+        PageResult(fetch, fetch=fetched(fetch, target=True),
+                   links=[link("http://d.test/1", fetch, 0.2), link("http://e.test/2", fetch)]),
+        PageResult(refused, rejected=(Outcome.ROBOTS_DISALLOWED, "disallowed by robots.txt")),
+        PageResult(retried, retry_in=0.0, links=[link("http://d.test/1", retried, 0.9)]),
+    ]
+    assert engine.write_batch(results) == ["ok", "rejected", "retried"]
+    assert [status(engine, task.url_id) for task in (fetch, refused, retried)] == \
+        [LinkStatus.FETCHED, LinkStatus.REJECTED, LinkStatus.QUEUED]
+    counters = engine.frontier.counters()
+    assert (counters["fetched"], counters["rejected"], counters["retried"]) == (1, 1, 1)
+    assert engine.store.stats().targets == 1
+    # a URL two pages of the batch found is queued once, at the higher priority
+    assert engine.store.get_link(engine.store.get_link_id("http://d.test/1")).priority == 0.9
+    popped = {engine.frontier.pop().url for _ in range(3)}
+    assert popped == {"http://d.test/1", "http://e.test/2", "http://c.test/"}
+    assert engine.frontier.pop() is None
+
+
+def test_a_store_failure_on_a_batch_leaves_every_page_queued(engine, monkeypatch):
+    engine.add_seeds(["http://a.test/", "http://b.test/"], 1.0)
+    tasks = [engine.frontier.pop() for _ in range(2)]
+
+    def broken(records, rejects=()):
+        raise StoreError("disk full")
+
+    monkeypatch.setattr(engine.store, "write_pages", broken)
+    with pytest.raises(StoreError):
+        engine.write_batch([PageResult(task, fetch=fetched(task),
+                                       links=[link(task.url + "x", task)]) for task in tasks])
+    assert {status(engine, task.url_id) for task in tasks} == {LinkStatus.QUEUED}
+    assert engine.store.get_link_id("http://a.test/x") is not None  # links went first
+    assert engine.frontier.counters().get("fetched", 0) == 0

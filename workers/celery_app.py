@@ -78,7 +78,8 @@ def make_app() -> Celery:
         task_soft_time_limit=TASK_TIME_LIMIT - 10,
         broker_transport_options=_transport_options(),
         broker_connection_retry_on_startup=True,
-        task_routes={"jlse.fetch": {"queue": FETCH_QUEUE}, "jlse.learn": {"queue": LEARN_QUEUE}},
+        task_routes={"jlse.fetch": {"queue": FETCH_QUEUE}, "jlse.fetch_batch": {"queue": FETCH_QUEUE},
+                     "jlse.learn": {"queue": LEARN_QUEUE}},
         task_default_queue=FETCH_QUEUE,
         worker_send_task_events=True,
         # no "task-sent" event: it doubled the dispatcher's publishes (bench_broker.py);

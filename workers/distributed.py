@@ -11,7 +11,9 @@ live one is dropped, and one whose URL is already written is only acknowledged.
 
 Round trips per page: Redis 4 (the checks before the task in one script, host counts, new
 links, counters + ack in one script), PostgreSQL 3 transactions (the link's state, new links,
-the fetch in one statement).
+the fetch in one statement). A batch (``jlse.fetch_batch``, ``fetch_batch`` URLs) takes the
+same per URL but for PostgreSQL: a read of each link's state, then 2 commits for the batch
+(every page's new links, then every page's row).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
@@ -135,6 +138,34 @@ class CrawlContext:
 
     def process(self, task: LeasedTask, start: TaskStart) -> str:
         """Fetch and write one leased URL; a word saying what became of it."""
+        word = self._before(task, start)
+        if word is not None:
+            return word
+        result = self.engine.process(task)
+        self._report_qtable()
+        return self.engine.write(result)
+
+    def process_batch(self, tasks: list[LeasedTask], starts: list[TaskStart]) -> list[str]:
+        """Fetch leased URLs together (a thread each), then write them together
+        (``CrawlEngine.write_batch``); per URL, what became of it."""
+        words: list[str] = []
+        todo = []
+        for task, start in zip(tasks, starts, strict=True):
+            word = self._before(task, start)
+            if word is None:
+                todo.append(task)
+            else:
+                words.append(word)
+        if todo:
+            with ThreadPoolExecutor(len(todo), thread_name_prefix="jlse-batch") as pool:
+                results = list(pool.map(self.engine.process, todo))
+            self._report_qtable()
+            words += self.engine.write_batch(results)
+        return words
+
+    def _before(self, task: LeasedTask, start: TaskStart) -> str | None:
+        """What became of a URL that is not to be fetched (stale, written already, refused
+        by the checks before a fetch); None for one to fetch."""
         if not start.lease_current:
             log.info("dropped %s: its lease ended (reaped or handed out again)", task.url)
             return "stale"
@@ -144,14 +175,11 @@ class CrawlContext:
             self.frontier.ack(task)  # a redelivered task: its result is already written
             return "already done"
         task.anchor_text, task.context = link.anchor_text, link.context  # not kept in Redis
-        engine = self.engine
         refused = refusal(self.settings, start.host_fetched, start.robots_failures)
         if refused is not None:
-            engine.reject(task, *refused)
+            self.engine.reject(task, *refused)
             return "rejected"
-        result = engine.process(task)
-        self._report_qtable()
-        return engine.write(result)
+        return None
 
     def _maybe_learn(self, targets: int) -> None:
         """``targets``: the results of one shard so far. With one shard, a learning round per
@@ -263,17 +291,34 @@ def process_task(crawl_id: str, task: dict[str, Any]) -> str:
     leased = LeasedTask.from_dict(task)
 
     def body() -> str:
-        context = get_context(crawl_id)
-        start = context.start(leased)
-        if start is None:  # registered again since the context was built (--resume)
-            drop_context(crawl_id)
-            context = get_context(crawl_id)
-            start = context.start(leased)
-            if start is None:
-                raise RegistryError(f"crawl {crawl_id!r}: its config keeps changing")
+        context, [start] = _started(crawl_id, [leased])
         return context.process(leased, start)
 
     return _guarded(crawl_id, body, "refused")
+
+
+def process_batch(crawl_id: str, tasks: list[dict[str, Any]]) -> str:
+    """The ``jlse.fetch_batch`` task body: what became of each URL, in a word each."""
+    leased = [LeasedTask.from_dict(task) for task in tasks]
+
+    def body() -> str:
+        context, starts = _started(crawl_id, leased)
+        return " ".join(context.process_batch(leased, starts))
+
+    return _guarded(crawl_id, body, "refused")
+
+
+def _started(crawl_id: str, tasks: list[LeasedTask]) -> tuple[CrawlContext, list[TaskStart]]:
+    """The crawl's context and the checks before each task (``CrawlContext.start``)."""
+    context = get_context(crawl_id)
+    starts = [context.start(task) for task in tasks]
+    if None in starts:  # registered again since the context was built (--resume)
+        drop_context(crawl_id)
+        context = get_context(crawl_id)
+        starts = [context.start(task) for task in tasks]
+        if None in starts:
+            raise RegistryError(f"crawl {crawl_id!r}: its config keeps changing")
+    return context, starts
 
 
 def refill_shard(crawl_id: str, shard: int) -> int:

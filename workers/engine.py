@@ -8,7 +8,8 @@ only decides where URLs come from and where the work runs. For each URL it calls
 2. ``process``: the per-page pipeline (robots.txt, fetch, parse, classify, score out-links);
 3. ``write``: the result writer. Write order is crash-safe: the out-links first (database, then
    frontier), then the page's own row, then the counters and the end of the request in one
-   step (``Frontier.finish``). A runner killed anywhere in between leaves the URL ``queued``:
+   step (``Frontier.finish``); a batch (``write_batch``) takes each step for all its pages at
+   once. A runner killed anywhere in between leaves the URL ``queued``:
    ``--resume`` (embedded) or the lease's expiry (cluster) hands it out again, and a page written
    twice is counted once (``CrawlStore.record_fetch_once``).
 
@@ -25,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,31 @@ def refusal(settings: Settings, host_fetched: int, robots_failures: int,
 def cpu_counter(stage: str) -> str:
     """The counter holding a stage's CPU time, in microseconds."""
     return f"cpu_{stage}_us"
+
+
+@dataclass
+class _Plan:
+    """How one result is written: its links, its page's row, how its request ends."""
+
+    result: PageResult
+    task: CrawlTask
+    links: list[NewLink]  # those the trap filter let through
+    deltas: dict[str, int]
+    delay: float | None = None
+    requeue: bool = False
+    word: str = "nothing"
+    reject: tuple[Outcome, str] | None = None  # the link is rejected with this
+
+
+def merge_links(links: list[NewLink]) -> list[NewLink]:
+    """One link per URL (the first, with the highest priority found), as the store keeps a
+    batch's links: the frontier gets each URL once, at that priority."""
+    merged: dict[str, NewLink] = {}
+    for link in links:
+        first = merged.setdefault(link.url, link)
+        if link.priority > first.priority:
+            merged[link.url] = replace(first, priority=link.priority)
+    return list(merged.values())
 
 
 class CrawlEngine:
@@ -117,7 +143,28 @@ class CrawlEngine:
 
     def write(self, result: PageResult) -> str:
         """Write one result; a word saying what became of the URL."""
+        return self.write_batch([result])[0]
+
+    def write_batch(self, results: list[PageResult]) -> list[str]:
+        """Write results together (a distributed worker's batch, ``fetch_batch``): the links
+        of them all in one ``add_links`` (database, then frontier), then their pages in one
+        ``write_pages``, then each request ends; per result, what became of its URL. The
+        order of ``write`` (see the module), with every step taken for the batch at once: a
+        runner killed anywhere in between leaves every URL not yet ended ``queued``."""
+        if not results:
+            return []
         started = time.thread_time()
+        plans = [self._plan(result) for result in results]
+        links = [link for plan in plans for link in plan.links]
+        created = self._store_links(links if len(plans) == 1 else merge_links(links))
+        for plan in plans:
+            self._observe_request(plan, created)
+        self._store_pages(plans)
+        store_cpu = (time.thread_time() - started) / len(plans)
+        return [self._end(plan, store_cpu) for plan in plans]
+
+    def _plan(self, result: PageResult) -> _Plan:
+        """What writing ``result`` takes (the host ledger and the trap filter asked)."""
         task = result.task
         if result.fetch is not None:  # the site bandit learns here: this process sees every page
             self.pipeline.strategy.observe_result(task.url, result.fetch.relevance, result.links)
@@ -125,45 +172,68 @@ class CrawlEngine:
         fetched_host = host_of(task.url) if result.fetch is not None else None
         domains = sorted({key for host in link_hosts for key in domain_keys(host)})
         host_counts = self.ledger.fetch_counts(fetched_host, link_hosts + domains)
-        refused, created = self.add_links(result.links, host_counts)
-        deltas = {"trap_refused": refused}
-        if result.fetch is not None:  # a redirect: a request that gave no page of its own
-            waste = 0.0 if result.fetch.outcome is not Outcome.REDIRECT else (
-                NEW_TARGET if created else KNOWN_TARGET)
-            self.pipeline.strategy.observe_request(task.url, waste)
-        requeue, delay = False, result.crawl_delay
+        allowed = self._allowed(result.links, host_counts)
+        plan = _Plan(result, task, allowed, {"trap_refused": len(result.links) - len(allowed)},
+                     delay=result.crawl_delay)
         if result.fetch is not None:
-            deltas.update(self._record(result))
-            word = result.fetch.outcome.value
+            plan.word = result.fetch.outcome.value
         elif result.rejected is not None:
-            self.store.reject(task.url_id, *result.rejected)
-            deltas["rejected"], word = 1, "rejected"
+            plan.reject, plan.word = result.rejected, "rejected"
+            plan.deltas["rejected"] = 1
         elif result.requeue_after is not None:
-            requeue, word = self._robots_unavailable(task, deltas)
-            delay = result.requeue_after if requeue else delay
+            self._robots_unavailable(plan)
         elif result.retry_in is not None:  # a failed request: again after the host's delay
-            task = replace(task, attempt=task.attempt + 1)
-            requeue, delay, word = True, max(result.retry_in, delay or 0.0), "retried"
-            deltas["retried"] = 1
+            plan.task = replace(task, attempt=task.attempt + 1)
+            plan.requeue, plan.word = True, "retried"
+            plan.delay = max(result.retry_in, plan.delay or 0.0)
+            plan.deltas["retried"] = 1
         elif result.postpone is not None:
-            requeue, delay, word = True, max(result.postpone, delay or 0.0), "postponed"
-        else:
-            word = "nothing"
-        deltas.update(result.notes)  # what the parser cut (links_cut, tags_cut, deep_nesting)
-        deltas.update({cpu_counter(stage): round(1e6 * seconds)
-                       for stage, seconds in result.cpu.items()})
-        deltas[cpu_counter("store")] = round(1e6 * (time.thread_time() - started))
-        self._finish(task, deltas, delay, requeue)
-        fetch = result.fetch
-        observe_result(word, fetch and fetch.outcome.value, fetch.elapsed if fetch else 0.0,
-                       bool(deltas.get("relevant")))
-        if self.on_written is not None:
-            self.on_written(result, word)
-        return word
+            plan.requeue, plan.word = True, "postponed"
+            plan.delay = max(result.postpone, plan.delay or 0.0)
+        plan.deltas.update(result.notes)  # what the parser cut (links_cut, tags_cut, deep_nesting)
+        plan.deltas.update({cpu_counter(stage): round(1e6 * seconds)
+                            for stage, seconds in result.cpu.items()})
+        return plan
 
-    def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> tuple[int, int]:
-        """Trap-check, store and queue new links; how many the trap filter refused, and how
-        many were new to the crawl."""
+    def _store_pages(self, plans: list[_Plan]) -> None:
+        """The pages' rows: one page in one statement, a batch's in one transaction. A page
+        written meanwhile by a worker whose lease was reaped keeps that row; the counters
+        still move, but only with the live lease (``Frontier.finish``), so it counts once."""
+        fetched = [plan for plan in plans if plan.result.fetch is not None]
+        rejects = [(plan.task.url_id, *plan.reject) for plan in plans if plan.reject]
+        records = [plan.result.fetch for plan in fetched]
+        if len(records) == 1 and not rejects:
+            with self.store.autocommit():
+                written = [self.store.record_fetch_once(records[0])]
+        elif len(rejects) == 1 and not records:
+            self.store.reject(*rejects[0])
+            written = []
+        else:
+            written = self.store.write_pages(records, rejects)
+        for plan, record, fresh in zip(fetched, records, written, strict=True):
+            if not fresh:
+                log.info("%s was written meanwhile by another worker", record.url)
+            plan.deltas.update(self._fetch_counts(record))
+
+    def _end(self, plan: _Plan, store_cpu: float) -> str:
+        """The request ends (counters in the same step); ``plan``'s word."""
+        plan.deltas[cpu_counter("store")] = round(1e6 * store_cpu)
+        self._finish(plan.task, plan.deltas, plan.delay, plan.requeue)
+        fetch = plan.result.fetch
+        observe_result(plan.word, fetch and fetch.outcome.value, fetch.elapsed if fetch else 0.0,
+                       bool(plan.deltas.get("relevant")))
+        if self.on_written is not None:
+            self.on_written(plan.result, plan.word)
+        return plan.word
+
+    def add_links(self, links: list[NewLink], host_counts: dict[str, int]) -> int:
+        """Trap-check, store and queue new links; how many the trap filter refused."""
+        allowed = self._allowed(links, host_counts)
+        self._store_links(allowed)
+        return len(links) - len(allowed)
+
+    def _allowed(self, links: list[NewLink], host_counts: dict[str, int]) -> list[NewLink]:
+        """The links the trap filter lets through."""
         allowed = []
         for link in links:
             host = host_of(link.url)
@@ -175,9 +245,12 @@ class CrawlEngine:
                 allowed.append(link)
             else:
                 log.debug("refused %s: %s", link.url, reason)
-        fresh = [link for link in allowed
+        return allowed
+
+    def _store_links(self, links: list[NewLink]) -> set[str]:
+        """Links into the database, then into the frontier; the URLs new to the crawl."""
+        fresh = [link for link in links
                  if not self._written.get(link.url, -math.inf) >= link.priority]  # NaN: raise
-        created = 0
         if fresh:
             # Not inside store.autocommit(), which would hold the store: PostgreSQL's add_links
             # commits on its own, the calls of a pool's threads together (PostgresStore).
@@ -186,8 +259,20 @@ class CrawlEngine:
                                           zip(fresh, ids, strict=True)],
                                          [created for _, created in ids])
             self._remember(fresh)
-            created = sum(bool(new) for _, new in ids)
-        return len(links) - len(allowed), created
+            return {link.url for link, (_, new) in zip(fresh, ids, strict=True) if new}
+        return set()
+
+    def _observe_request(self, plan: _Plan, created: set[str]) -> None:
+        """Tell the strategy what the request gave: a redirect no page of its own, its target
+        a second request, or nothing if the crawl knew the target already."""
+        fetch = plan.result.fetch
+        if fetch is None:
+            return
+        waste = 0.0
+        if fetch.outcome is Outcome.REDIRECT:
+            new = any(link.url in created for link in plan.links)
+            waste = NEW_TARGET if new else KNOWN_TARGET
+        self.pipeline.strategy.observe_request(plan.task.url, waste)
 
     def add_seeds(self, seeds: list[str], priority: float) -> None:
         links = [NewLink(url=url, parent_id=None, depth=0, priority=priority) for url in seeds]
@@ -197,34 +282,24 @@ class CrawlEngine:
                                      [created for _, created in ids])
 
     # --- writing ---------------------------------------------------------------------------
-    def _record(self, result: PageResult) -> dict[str, int]:
-        """The fetch's row; its counter deltas. A page written meanwhile by a worker whose
-        lease was reaped keeps that row; the counters still move, but only with the live
-        lease (``Frontier.finish``), so the page is counted once."""
-        record = result.fetch
-        with self.store.autocommit():
-            written = self.store.record_fetch_once(record)
-        if not written:
-            log.info("%s was written meanwhile by another worker", record.url)
-        return self._fetch_counts(record)
-
     def _fetch_counts(self, record: FetchRecord) -> dict[str, int]:
         relevant = record.relevance is not None and \
             record.relevance >= self.settings.relevance_threshold
         return {"fetched": int(record.outcome not in UNCOUNTED_OUTCOMES),
                 "relevant": int(relevant), "targets": int(record.is_target)}
 
-    def _robots_unavailable(self, task: CrawlTask, deltas: dict[str, int]) -> tuple[bool, str]:
-        """Retry the host later, a bounded number of times; (requeue, word)."""
-        host = host_of(task.url)
+    def _robots_unavailable(self, plan: _Plan) -> None:
+        """Retry the host later, a bounded number of times."""
+        host = host_of(plan.task.url)
         failures = self.ledger.note_robots_failure(host)
         if failures > self.settings.robots_unavailable_retries:
             log.warning("giving up on %s: robots.txt unavailable %d times", host, failures)
-            self.store.reject(task.url_id, Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
-            deltas["rejected"] = 1
-            return False, "rejected"
-        deltas["requeued"] = 1
-        return True, "requeued"
+            plan.reject = (Outcome.ROBOTS_UNAVAILABLE, "robots.txt unavailable")
+            plan.deltas["rejected"], plan.word = 1, "rejected"
+            return
+        plan.deltas["requeued"] = 1
+        plan.requeue, plan.word = True, "requeued"
+        plan.delay = plan.result.requeue_after
 
     def _finish(self, task: CrawlTask, deltas: dict[str, int], delay: float | None = None,
                 requeue: bool = False) -> None:

@@ -32,19 +32,25 @@ log = logging.getLogger(__name__)
 RENEW_EVERY = 1.0  # seconds between heartbeats
 SETTINGS_TTL = 30.0  # seconds a crawl's lease settings are cached
 FETCH_TASK = "jlse.fetch"
+FETCH_BATCH_TASK = "jlse.fetch_batch"  # args: crawl id, a list of task dicts
 
 Held = Callable[[], Iterable[tuple[str, dict]]]  # (crawl id, task dict) of each held fetch task
 
 
 def celery_held() -> list[tuple[str, dict]]:
-    """The fetch tasks this Celery worker has received and not finished."""
+    """The fetch tasks this Celery worker has received and not finished (each URL of a
+    batch)."""
     from celery.worker import state
 
     held = []
     for request in list(dict(state.requests).values()):  # a copy: the consumer changes it
         args = request.args
-        if request.name == FETCH_TASK and args and len(args) == 2:
+        if not args or len(args) != 2:
+            continue
+        if request.name == FETCH_TASK:
             held.append((args[0], args[1]))
+        elif request.name == FETCH_BATCH_TASK and isinstance(args[1], list):
+            held.extend((args[0], task) for task in args[1])
     return held
 
 

@@ -23,6 +23,15 @@ def fetch(crawl_id: str, task: dict) -> str:
     return process_task(crawl_id, task)
 
 
+@app.task(name="jlse.fetch_batch", queue=FETCH_QUEUE, **_RETRY)
+def fetch_batch(crawl_id: str, tasks: list[dict]) -> str:
+    """Fetch and classify leased URLs of crawl ``crawl_id`` together, write them together
+    (the dispatcher sends ``fetch_batch`` of them a message); what became of them."""
+    from jlse.workers.distributed import process_batch
+
+    return process_batch(crawl_id, tasks)
+
+
 @app.task(name="jlse.refill", queue=FETCH_QUEUE, **_RETRY)
 def refill(crawl_id: str, shard: int) -> int:
     """Bring back URLs of one frontier shard that wait in the crawl database; how many."""

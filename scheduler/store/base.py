@@ -78,6 +78,16 @@ class CrawlStore(ABC):
         self.record_fetch(record)
         return True
 
+    def write_pages(self, fetches: Sequence[FetchRecord],
+                    rejects: Sequence[tuple[int, Outcome, str]] = ()) -> list[bool]:
+        """The pages of a batch: ``record_fetch_once`` of each fetch, then ``reject`` of each
+        (url id, outcome, reason); per fetch, whether it was written. PostgreSQL writes them
+        in one transaction (all or none); this default, one by one."""
+        written = [self.record_fetch_once(record) for record in fetches]
+        for url_id, outcome, reason in rejects:
+            self.reject(url_id, outcome, reason)
+        return written
+
     @contextmanager
     def autocommit(self) -> Iterator[None]:
         """Within: the calls that are safe as single statements (``get_link``, ``add_links``,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
@@ -16,13 +15,13 @@ import psycopg2
 
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
-from jlse.scheduler.store.sql import (
-    STREAM_BATCH,
-    SqlCrawlStore,
-    check_url_lengths,
-    clean_text,
-    host_of,
+from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
+    FINGERPRINT_PROBES,
+    record_pages,
+    upsert_links,
+    url_fingerprint,
 )
+from jlse.scheduler.store.sql import STREAM_BATCH, SqlCrawlStore, check_url_lengths, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -30,38 +29,6 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT = 5  # seconds; a connect_timeout parameter in the URL wins
 _SCHEMA_LOCK_KEY = 0x6A6C7365  # advisory lock: workers starting together create tables once
-# A link's unique key is a 64-bit fingerprint of its URL (url_fingerprint). Two URLs with the
-# same fingerprint (1e9 URLs hold such a pair with a chance of about 3%) are told apart by the URL text: the second takes the fingerprint of its next probe, up to
-# FINGERPRINT_PROBES, and a lookup by URL tries them all.
-FINGERPRINT_PROBES = 4
-# add_links in one statement: the batch as arrays (unnest), ids drawn in input order, rows
-# inserted in fingerprint order (concurrent workers lock shared keys in the same order, no
-# deadlocks), then the rows of the batch that already existed. A known URL's priority rises
-# while it is queued; a row of another URL under the same fingerprint is left alone. Rows a
-# concurrent transaction committed after this statement's snapshot are not in the answer:
-# _upsert_links reads them afterwards (and so finds fingerprint collisions).
-_ADD_LINKS_SQL = (
-    "WITH input AS ("
-    " SELECT nextval(%(seq)s::regclass) AS id, u.* FROM ("
-    "  SELECT * FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[],"
-    "   %(parent)s::bigint[], %(depth)s::int[], %(anchor)s::text[], %(context)s::text[],"
-    "   %(priority)s::float8[], %(run)s::int[], %(hops)s::int[]) WITH ORDINALITY"
-    "   AS b(url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
-    "   pattern_run, redirect_hops, n) ORDER BY n) u"
-    "), written AS ("
-    " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
-    " priority, pattern_run, redirect_hops, discovered_at)"
-    " SELECT id, url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
-    " pattern_run, redirect_hops, %(now)s FROM input ORDER BY url_fp"
-    " ON CONFLICT (url_fp) DO UPDATE SET priority = EXCLUDED.priority"
-    " WHERE links.url = EXCLUDED.url AND links.status = 'queued'"
-    " AND links.priority < EXCLUDED.priority"
-    " RETURNING id, url_fp, (xmax = 0) AS created"
-    ") SELECT id, url_fp, created FROM written"
-    # A subquery per row left alone: an index probe, whatever the table's statistics say.
-    " UNION ALL SELECT (SELECT l.id FROM links l WHERE l.url_fp = i.url_fp AND l.url = i.url),"
-    " i.url_fp, false FROM input i WHERE i.url_fp NOT IN (SELECT url_fp FROM written)"
-)
 # record_fetch_once in one statement. The link row and the ResultTable change only if the link
 # was still queued; the history row is always added (a missing link fails its foreign key).
 _RECORD_ONCE_SQL = (
@@ -290,49 +257,7 @@ class PostgresStore(SqlCrawlStore):
         return bool(cur.fetchone()[0])
 
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        found: dict[str, tuple[int, bool]] = {}
-        pending = links
-        for probe in range(FINGERPRINT_PROBES):
-            if not pending:
-                return found
-            by_fp: dict[int, NewLink] = {}
-            clashing = []  # a second URL of this batch under one fingerprint: next probe
-            for link in pending:
-                by_fp.setdefault(url_fingerprint(link.url, probe), link)
-                if by_fp[url_fingerprint(link.url, probe)] is not link:
-                    clashing.append(link)
-            cur.execute(_ADD_LINKS_SQL, self._batch_params(by_fp, now))
-            answered = {fp: (link_id, bool(created))
-                        for link_id, fp, created in cur.fetchall() if link_id is not None}
-            unanswered = [fp for fp in by_fp if fp not in answered]
-            if unanswered:  # committed meanwhile by another worker, or another URL's key
-                cur.execute("SELECT id, url_fp, url FROM links WHERE url_fp = ANY(%s)",
-                            (unanswered,))
-                for link_id, fp, url in cur.fetchall():
-                    if url == by_fp[fp].url:
-                        answered[fp] = (link_id, False)
-            found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
-            pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
-            if pending:
-                log.warning("add_links: %d URLs share a fingerprint with another URL; "
-                            "probe %d", len(pending), probe + 1)
-        if pending:
-            raise StoreError(f"add_links: {len(pending)} URLs neither inserted nor found, "
-                             f"e.g. {pending[0].url}")
-        return found
-
-    def _batch_params(self, by_fp: dict[int, NewLink], now: float) -> dict[str, Any]:
-        links = list(by_fp.values())  # input order (dicts keep it): ids follow it
-        return {
-            "seq": self._id_sequence, "now": now, "fp": list(by_fp),
-            "url": [link.url for link in links], "host": [host_of(link.url) for link in links],
-            "parent": [link.parent_id for link in links], "depth": [link.depth for link in links],
-            "anchor": [link.anchor_text for link in links],
-            "context": [link.context for link in links],
-            "priority": [link.priority for link in links],
-            "run": [link.pattern_run for link in links],
-            "hops": [link.redirect_hops for link in links],
-        }
+        return upsert_links(cur, links, now, self._id_sequence)
 
     def get_link_id(self, url: str) -> int | None:
         url = clean_text(url)
@@ -386,6 +311,27 @@ class PostgresStore(SqlCrawlStore):
 
         return self._run(work, "record_fetch_once")
 
+    def write_pages(self, fetches: Sequence[FetchRecord],
+                    rejects: Sequence[tuple[int, Outcome, str]] = ()) -> list[bool]:
+        """The fetches in one statement, the rejects after it, in one transaction."""
+        if not fetches and not rejects:
+            return []
+        now = time.time()
+
+        def work(cur: Any) -> list[bool]:
+            written = record_pages(cur, fetches, now) if fetches else []
+            for url_id, outcome, reason in rejects:
+                self._reject(cur, url_id, outcome, reason)
+            return written
+
+        with self._lock:  # one transaction even inside autocommit()
+            autocommit = not self._closed and not self._conn.closed and self._conn.autocommit
+            self._set_autocommit(False)
+            try:
+                return self._run(work, "write_pages")
+            finally:
+                self._set_autocommit(autocommit)
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:
@@ -400,10 +346,3 @@ def _search_path_option(url: str) -> str | None:
     found = re.search(r"-c\s*search_path=(\S+)", options)
     return found.group(1) if found else None
 
-
-def url_fingerprint(url: str, probe: int = 0) -> int:
-    """The 64-bit key of ``url`` in links (signed, as BIGINT): md5's first 8 bytes, which
-    PostgreSQL computes as ``('x' || left(md5(url), 16))::bit(64)::bigint`` (the migration
-    from schema 1 does). Probe k > 0 hashes the URL behind a prefix no URL has."""
-    data = url.encode("utf-8") if probe == 0 else f"\x01{probe}\x01{url}".encode()
-    return int.from_bytes(hashlib.md5(data, usedforsecurity=False).digest()[:8], "big", signed=True)

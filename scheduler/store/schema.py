@@ -22,7 +22,7 @@ DIALECT_TYPES = {
         "real": "DOUBLE PRECISION",  # PostgreSQL REAL is only 4 bytes
         "big": "BIGINT",
         # The URL text is stored once, in the heap; its unique key is a 64-bit fingerprint
-        # (postgres.url_fingerprint), an 8-byte btree entry instead of the whole URL.
+        # (pg_writes.url_fingerprint), an 8-byte btree entry instead of the whole URL.
         "url_key": "url TEXT NOT NULL,\n    url_fp BIGINT NOT NULL",
         # Room on each page for the row's new version when it is fetched: the update stays on
         # the page (HOT), no index is touched.

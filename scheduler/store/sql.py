@@ -307,16 +307,14 @@ class SqlCrawlStore(CrawlStore):
             raise StoreError(f"no link with id {url_id}")
 
     def reject(self, url_id: int, outcome: Outcome, reason: str) -> None:
+        self._run(lambda cur: self._reject(cur, url_id, outcome, reason), "reject")
+
+    def _reject(self, cur: Any, url_id: int, outcome: Outcome, reason: str) -> None:
+        cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
+                    (LinkStatus.REJECTED.value, url_id))
+        self._require_row(cur, url_id)
         record = FetchRecord(url_id=url_id, url="", outcome=Outcome(outcome), error=reason)
-        now = time.time()
-
-        def work(cur: Any) -> None:
-            cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
-                        (LinkStatus.REJECTED.value, url_id))
-            self._require_row(cur, url_id)
-            self._insert_fetch(cur, record, now)
-
-        self._run(work, "reject")
+        self._insert_fetch(cur, record, time.time())
 
     def requeue(self, url_id: int) -> None:
         def work(cur: Any) -> None:
