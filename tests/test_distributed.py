@@ -357,28 +357,8 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
     sandbox.clear_log()
     cmd = _crawl_cmd(phones_topic, pg_store_url, "kill1", sandbox, "best-first",
                      lease_seconds=60.0, worker_lease_seconds=5.0)
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    dispatcher_offset = len(cluster.tail_all("dispatcher"))
-    try:
-        _wait_fetched(redis_client, "kill1", 80, proc)
-        sandbox.set_latency(1.0)
-        time.sleep(0.5)  # both workers are now halfway through a slow fetch
-        cluster.kill("w1")
-        killed_at = time.monotonic()
-        sandbox.set_latency(0.0)
-        out, err = _finish(proc, cluster, timeout=240)
-        after_kill = time.monotonic() - killed_at
-    finally:
-        sandbox.set_latency(0.0)
-        if proc.poll() is None:
-            proc.kill()
-        _stop_if_running("kill1")
-        cluster.start_worker("w1")  # for the tests after this one
-    assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
-    reaped = re.findall(r"crawl kill1: (\d+) expired leases returned",
-                        cluster.tail_all("dispatcher")[dispatcher_offset:])
-    print(f"SIGKILL: {sum(map(int, reaped))} leases reaped, crawl done {after_kill:.1f} s later")
+    out, reaped, after_kill = kill_w1_mid_crawl(cmd, "kill1", cluster, sandbox, redis_client)
+    print(f"SIGKILL: {sum(reaped)} leases reaped, crawl done {after_kill:.1f} s later")
     assert reaped, cluster.tail("dispatcher")  # w1 held a lease
     assert after_kill < 40, after_kill  # measured 5-6 s; the 60 s lease would take over 60 s
     summary = json.loads(out)
@@ -390,6 +370,35 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
     with open_store(pg_store_url) as store:
         statuses = {link.status for link in store.iter_links()}
     assert statuses <= {LinkStatus.QUEUED, LinkStatus.FETCHED, LinkStatus.REJECTED}
+
+
+def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_client
+                      ) -> tuple[str, list[int], float]:
+    """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 while both workers are halfway
+    through slow fetches, and let the crawl finish (w1 restarted after it). The crawl's
+    output, the leases the dispatcher reaped, and the seconds from the kill to the end."""
+    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    offset = len(cluster.tail_all("dispatcher"))
+    try:
+        _wait_fetched(redis_client, crawl_id, 80, proc)
+        sandbox.set_latency(1.0)
+        time.sleep(0.5)  # both workers are now halfway through slow fetches
+        cluster.kill("w1")
+        killed_at = time.monotonic()
+        sandbox.set_latency(0.0)
+        out, err = _finish(proc, cluster, timeout=240)
+        after_kill = time.monotonic() - killed_at
+    finally:
+        sandbox.set_latency(0.0)
+        if proc.poll() is None:
+            proc.kill()
+        _stop_if_running(crawl_id)
+        cluster.start_worker("w1")  # for the tests after this one
+    assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
+    reaped = re.findall(rf"crawl {crawl_id}: (\d+) expired leases returned",
+                        cluster.tail_all("dispatcher")[offset:])
+    return out, [int(n) for n in reaped], after_kill
 
 
 # --- (3) Redis loses the crawl's keys; `jlse frontier rebuild` restores them ------------------

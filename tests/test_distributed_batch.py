@@ -22,6 +22,7 @@ from test_distributed import (
     _queued_urls_lost,
     _stop_if_running,
     _wait_fetched,
+    kill_w1_mid_crawl,
 )
 
 from jlse.records import LinkStatus
@@ -100,25 +101,9 @@ def test_a_worker_killed_mid_batch_loses_no_url(cluster, phones_topic, sandbox, 
     sandbox.clear_log()
     cmd = _crawl_cmd(phones_topic, pg_store_url, "batchkill1", sandbox, "best-first",
                      fetch_batch=BATCH, lease_seconds=60.0, worker_lease_seconds=5.0)
-    proc = _start(cmd)
-    offset = len(cluster.tail_all("dispatcher"))
-    try:
-        _wait_fetched(redis_client, "batchkill1", 80, proc)
-        sandbox.set_latency(1.0)
-        time.sleep(0.5)  # both workers are now halfway through a batch of slow fetches
-        cluster.kill("w1")
-        killed_at = time.monotonic()
-        sandbox.set_latency(0.0)
-        out, err = _finish(proc, cluster, timeout=240)
-        after_kill = time.monotonic() - killed_at
-    finally:
-        sandbox.set_latency(0.0)
-        if proc.poll() is None:
-            proc.kill()
-        _stop_if_running("batchkill1")
-        cluster.start_worker("w1")
-    assert proc.returncode == 0, (err[-3000:], cluster.tail("dispatcher"))
-    reaped = _reaped(cluster, "batchkill1", offset)
+    # both workers are halfway through a batch of slow fetches when w1 is killed
+    out, reaped, after_kill = kill_w1_mid_crawl(cmd, "batchkill1", cluster, sandbox,
+                                                redis_client)
     duplicates = duplicate_fetches(sandbox.log)
     print(f"SIGKILL mid-batch: {sum(reaped)} leases reaped, {len(duplicates)} pages fetched "
           f"twice, crawl done {after_kill:.1f} s later")

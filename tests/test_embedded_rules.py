@@ -44,17 +44,21 @@ def _started_priorities(tmp_path, share: float) -> list[float]:
         started.append(task.priority)
         return PageResult(task)  # nothing fetched: the URL is simply done
 
-    pool = ThreadPagePool(page, threads=8)
+    _run_to_the_end(settings, engine, ThreadPagePool(page, threads=8))
+    return started
+
+
+def _run_to_the_end(settings: Settings, engine, pool: ThreadPagePool) -> None:
+    """Start and write pages until the frontier is empty; then close everything."""
     crawler = EmbeddedCrawler(settings, engine, pool=pool)
     try:
-        while len(frontier) or pool.in_flight():
+        while len(engine.frontier) or pool.in_flight():
             crawler._submit_ready(pool)
             crawler._write_all(pool.collect(timeout=1.0))
     finally:
         pool.close()
         engine.close()
-        store.close()
-    return started
+        engine.store.close()
 
 
 def test_low_urls_are_at_most_their_share_of_the_pages_started(tmp_path) -> None:
@@ -110,17 +114,8 @@ def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
                      + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.5)
                         for i in range(3)], {})
     started: list[tuple[str, float]] = []
-    pool = ThreadPagePool(lambda task: started.append((task.url, task.priority)) or
-                          PageResult(task), threads=1)
-    crawler = EmbeddedCrawler(settings, engine, pool=pool)
-    try:
-        while len(frontier) or pool.in_flight():
-            crawler._submit_ready(pool)
-            crawler._write_all(pool.collect(timeout=1.0))
-    finally:
-        pool.close()
-        engine.close()
-        store.close()
+    _run_to_the_end(settings, engine, ThreadPagePool(
+        lambda task: started.append((task.url, task.priority)) or PageResult(task), threads=1))
     assert [url.split("/")[3] for url, _ in started] == ["story-0", "story-1", "story-2"] + ["s"] * 3
     assert [priority for _, priority in started[3:]] == pytest.approx([0.9 * 0.05] * 3)
 
