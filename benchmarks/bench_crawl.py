@@ -68,8 +68,25 @@ class Code:
     ref: str = ""
 
     def env(self) -> dict[str, str]:
-        # PYTHONPATH precedes the editable install's finder, so this tree's packages win
-        return {**os.environ, "PYTHONPATH": str(self.root)}
+        # PYTHONPATH precedes the editable install's finder, so this tree's packages win; a
+        # baseline also needs its models/, scheduler/, workers/ and learner/ as jlse.*
+        paths = [str(self.root)] if self.name == "current" else [str(import_root(self.root)),
+                                                                  str(self.root)]
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def import_root(tree: Path) -> Path:
+    """A directory in ``tree`` whose ``jlse`` package is ``tree``'s, with ``tree``'s top-level
+    packages as its subpackages, as the editable install maps them (and ``make lint``)."""
+    package = tree / ".imports" / "jlse"
+    if not package.exists():
+        package.mkdir(parents=True)
+        for item in (tree / "jlse").iterdir():
+            (package / item.name).symlink_to(item)
+        for name in ("models", "scheduler", "workers", "learner"):
+            if (tree / name).is_dir() and not (package / name).exists():
+                (package / name).symlink_to(tree / name)
+    return package.parent
 
 
 CURRENT = Code("current", ROOT)
@@ -293,9 +310,11 @@ def ensure_baseline(ref: str) -> Code:
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), sha], cwd=ROOT,
                        check=True, capture_output=True)
     code = Code("baseline", tree, f"{ref} ({sha[:12]})")
-    probe = "import jlse.cli, models, workers; print(jlse.cli.__file__); print(models.__file__)"
-    files = subprocess.run([sys.executable, "-c", probe], cwd=tree, env=code.env(), check=True,
-                           capture_output=True, text=True).stdout.split()
+    probe = ("import jlse.cli, jlse.workers.pipeline as p; print(jlse.cli.__file__); "
+             "print(p.__file__)")
+    # not from ``tree`` itself: ``python -c`` puts the working directory first on the path
+    files = subprocess.run([sys.executable, "-c", probe], cwd=import_root(tree), env=code.env(),
+                           check=True, capture_output=True, text=True).stdout.split()
     if not all(Path(f).is_relative_to(tree) for f in files):
         raise RuntimeError(f"the baseline does not import from {tree}: {files}")
     print(f"baseline {code.ref}: {tree}; imports {', '.join(files)}", flush=True)
