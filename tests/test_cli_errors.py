@@ -223,14 +223,15 @@ def test_unreachable_seeds_end_the_crawl_in_seconds_with_the_default_retries(tmp
     topic.mkdir()
     (topic / "seeds.txt").write_text(f"http://127.0.0.1:{free_port()}/\n"
                                      "http://no-such-host.invalid/\n")
-    started = time.monotonic()
     done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"),
                 "--no-progress", "--json", "--set", "allow_private=true")
-    elapsed = time.monotonic() - started
     assert done.returncode == EXIT_UNREACHABLE, done.stderr
     assert done.stderr.splitlines()[-1].startswith("error: no page was fetched"), done.stderr
-    assert json.loads(done.stdout)["outcomes"] == {"robots_unavailable": 2}
-    assert elapsed < 25, elapsed  # 10 s of retries; 120 s before
+    summary = json.loads(done.stdout)
+    assert summary["outcomes"] == {"robots_unavailable": 2}
+    # the crawl's own time (not the interpreter's start, which a loaded machine stretches):
+    # 10 s of retries; 120 s before
+    assert summary["elapsed"] < 25, summary["elapsed"]
 
 
 def _stderr_until(proc: subprocess.Popen, text: str, timeout: float) -> float:
