@@ -11,7 +11,6 @@ whose best ready URL is best, which keeps the global order for a single caller.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -29,30 +28,6 @@ log = logging.getLogger(__name__)
 DEFERRED_BATCH = 1000  # deferred URLs read from the crawl database at a time
 
 
-class _PushRequest:
-    """One thread's links for a shard, waiting for the group push that carries them."""
-
-    def __init__(self, tasks: list[CrawlTask]) -> None:
-        self.tasks = tasks
-        self.done = False
-        self.answers: list[bool] = []
-        self.error: BaseException | None = None
-
-    def result(self) -> list[bool]:
-        if self.error is not None:
-            raise self.error
-        return self.answers
-
-
-class _PushGroups:
-    """A shard's pushes waiting for the one under way (``ShardedFrontier._add_grouped``)."""
-
-    def __init__(self) -> None:
-        self.turn = threading.Condition()  # guards waiting and pushing
-        self.waiting: list[_PushRequest] = []
-        self.pushing = False
-
-
 class ShardedFrontier(Frontier):
     def __init__(self, shards: Sequence[RedisFrontier],
                  defer: Callable[[int, list[CrawlTask]], None] | None = None) -> None:
@@ -62,7 +37,6 @@ class ShardedFrontier(Frontier):
         # where URLs go that a shard cannot take now (its Redis down or failing over): the
         # crawl database, until the shard's next refill (``refill``); None: the error is raised
         self.defer = defer
-        self._groups = [_PushGroups() for _ in self.shards]
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -106,52 +80,7 @@ class ShardedFrontier(Frontier):
         return self._per_shard(tasks, RedisFrontier.push_many)
 
     def add_new(self, tasks: Sequence[CrawlTask]) -> list[bool]:
-        """``RedisFrontier.add_new`` in each task's shard, together with the links other
-        threads add to that shard meanwhile (as if the calls ran one after the other)."""
-        results = [False] * len(tasks)
-        for index, positions in self._grouped(tasks, lambda task: task.url).items():
-            answers = self._add_grouped(index, [tasks[p] for p in positions])
-            for position, answer in zip(positions, answers, strict=True):
-                results[position] = answer
-        return results
-
-    def _add_grouped(self, index: int, tasks: list[CrawlTask]) -> list[bool]:
-        """Wait while a push to shard ``index`` is under way (it may carry ``tasks``), else
-        lead the next one: every call waiting then, in one request."""
-        groups, request = self._groups[index], _PushRequest(tasks)
-        with groups.turn:
-            groups.waiting.append(request)
-            while groups.pushing and not request.done:
-                groups.turn.wait()
-            if request.done:
-                return request.result()
-            groups.pushing = True
-            group, groups.waiting = groups.waiting, []
-        try:
-            self._push_group(index, group)
-        finally:
-            for taken in group:  # never left waiting, whatever stopped the push
-                if not taken.done:
-                    taken.error = taken.error or RuntimeError("the group push was interrupted")
-                    taken.done = True
-            with groups.turn:
-                groups.pushing = False
-                groups.turn.notify_all()
-        return request.result()
-
-    def _push_group(self, index: int, group: list[_PushRequest]) -> None:
-        try:
-            answers = self._call(index, [task for request in group for task in request.tasks],
-                                 RedisFrontier.add_new)
-        except BaseException as exc:  # every request of the group gets it
-            for request in group:
-                request.error, request.done = exc, True
-            raise
-        start = 0
-        for request in group:
-            request.answers = answers[start:start + len(request.tasks)]
-            request.done = True
-            start += len(request.tasks)
+        return self._per_shard(tasks, RedisFrontier.add_new)
 
     def add_discovered(self, tasks: Sequence[CrawlTask], created: Sequence[bool]) -> None:
         self.add_new(tasks)

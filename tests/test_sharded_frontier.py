@@ -88,41 +88,6 @@ def test_dedup_and_leases_stay_in_the_shard(make_sharded_frontier, client):
     assert frontier.in_flight() == 1 == frontier.shard_for(got.url).in_flight()
 
 
-def test_threads_adding_links_at_once_share_each_shards_push(make_sharded_frontier, client,
-                                                              monkeypatch):
-    """Calls of several threads that arrive while a push to a shard is under way go together
-    in the next one, and each gets the answers it would have got alone: a URL that two of them
-    add is new to one only."""
-    import threading
-    import time
-
-    frontier = make_sharded_frontier(client, shards=3)
-    pushes = []
-    plain = RedisFrontier.add_new
-
-    def slow(shard, tasks):
-        pushes.append(len(tasks))
-        time.sleep(0.05)  # the others arrive meanwhile
-        return plain(shard, tasks)
-
-    monkeypatch.setattr(RedisFrontier, "add_new", slow)
-    shared = [task(f"http://shared{i}.test/") for i in range(6)]
-    answers: dict[int, list[bool]] = {}
-
-    def add(n: int) -> None:
-        answers[n] = frontier.add_new([task(f"http://t{n}-{i}.test/") for i in range(6)] + shared)
-
-    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(pushes) < 8 * 3 and sum(pushes) == 8 * 12
-    assert all(answer[:6] == [True] * 6 for answer in answers.values())
-    assert [sum(answer[6 + i] for answer in answers.values()) for i in range(6)] == [1] * 6
-    assert frontier.stats()["seen"] == 8 * 6 + 6
-
-
 # -- per-shard rules ----------------------------------------------------------------------------
 
 def test_the_bound_holds_per_shard(make_sharded_frontier, client):
