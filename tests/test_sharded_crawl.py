@@ -347,6 +347,35 @@ def test_a_shard_reads_its_low_urls_only_as_far_as_the_low_slots_reach(registry)
     assert ready[0] == pytest.approx([0.15, 0.14]) and ready[1] == [0.05]
 
 
+def test_shares_read_from_the_short_lists_are_those_of_the_full_ones():
+    """The round's calls (shares and floors) from ready lists cut as ``FIGURES`` cuts them
+    (above priority_slack x the shard's best, then one more than the low slots) are those of
+    the full lists, over random rounds (negative priorities, slack 0 to 1, 2 to 4 shards)."""
+    import random
+
+    from jlse.scheduler.dispatch_shards import CrawlState
+
+    for trial in range(3000):
+        rng = random.Random(trial)
+        shards, slots, low_slots = rng.randint(2, 4), rng.randint(1, 8), rng.randint(1, 3)
+        settings = apply_overrides(Settings(), {
+            "priority_slack": rng.choice([0.0, 0.5, 0.8, 1.0]), "low_priority_slots": low_slots,
+            "max_outstanding": slots, "frontier_shards": shards}, source="test")
+        full, short = (CrawlState("sha", settings, dict.fromkeys(range(shards)), slots)
+                       for _ in range(2))
+        for index in range(shards):
+            ready = sorted((round(rng.uniform(-1, 2), 2) for _ in range(rng.randint(0, 10))),
+                           reverse=True)
+            best = max(ready + [round(rng.uniform(-1, 2), 2)])
+            above = sum(score >= settings.priority_slack * best for score in ready)
+            low, in_flight = rng.randint(0, 1), rng.randint(0, 2)
+            for crawl, listed in ((full, ready[:slots]),
+                                  (short, ready[:min(slots, above + low_slots + 1)])):
+                crawl.seen[index] = (0, in_flight, len(ready), 0)
+                crawl.low[index], crawl.best[index], crawl.ready[index] = low, best, listed
+        assert list(full.round_calls()) == list(short.round_calls()), trial
+
+
 def test_learning_requests_coalesce_while_a_round_waits(registry, monkeypatch):
     """A round is sent each time the results grow by cf, but not while one sent earlier has not
     started: the learn queue holds at most one round per crawl (plus the one running)."""
