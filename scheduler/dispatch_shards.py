@@ -136,13 +136,18 @@ def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: Cra
                  index: int, now: float) -> None:
     """Shard ``index``'s figures (the ``FIGURES`` script): fetched, in flight, queued, spilled,
     its best priority, its low URLs in flight (below priority_slack x the crawl's best as last
-    read) and the priorities of its best ready hosts, as many as the crawl has slots."""
+    read) and the priorities of its best ready hosts, as many as the crawl has slots, but of
+    those below priority_slack x its own best only one more than the crawl's low slots: the
+    round takes no more of them (``CrawlState._chosen``), and reading all cost the shard more
+    than the round's pops."""
     low_bound = crawl.low_bound()
     frontier = registry.frontier_prefix(crawl_id, index)
+    settings = crawl.settings
     reply = script(keys=[frontier + "ready"],
                    args=[frontier, repr(now),
                          registry.shard_prefix(crawl_id, index) + "counters",
-                         "" if low_bound is None else repr(low_bound), crawl.max_outstanding])
+                         "" if low_bound is None else repr(low_bound), crawl.max_outstanding,
+                         repr(float(settings.priority_slack)), settings.low_priority_slots + 1])
     fetched, in_flight, queued, spilled, best, low = reply[:6]
     crawl.ready[index] = [float(score) for score in reply[6:]]
     crawl.seen[index] = (int(float(fetched)), int(in_flight), int(queued), int(spilled))

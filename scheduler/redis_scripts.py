@@ -82,10 +82,13 @@ return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or false
 """
 
 # A shard's figures for the start of a round (``dispatch_shards.read_figures``): ARGV: prefix,
-# now, counters key, low bound ('' = none), top. Promotes the hosts whose delay ended, then
-# returns {fetched, in flight, queued, hosts with spilled URLs, best queued priority ('' =
-# none), URLs in flight below the low bound, then the priorities of the best ``top`` ready
-# hosts, best first}.
+# now, counters key, low bound ('' = none), top, priority slack, low top. Promotes the hosts
+# whose delay ended, then returns {fetched, in flight, queued, hosts with spilled URLs, best
+# queued priority ('' = none), URLs in flight below the low bound, then the priorities of the
+# best ``top`` ready hosts, best first, but of those below priority slack x this shard's best
+# only the first ``low top``}. The round's low bound (priority slack x the crawl's best) is at
+# least that, so every URL the round may take as not low is there; of the low ones the round
+# takes at most the crawl's low slots (low top is one more: the best one a shard leaves).
 FIGURES = PRELUDE + r"""
 promote(tonumber(ARGV[2]))
 local low = 0
@@ -94,6 +97,10 @@ local reply = {redis.call('HGET', ARGV[3], 'fetched') or '0', redis.call('HLEN',
                redis.call('GET', QUEUED) or '0', redis.call('HLEN', SPILL),
                redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2] or '', low}
 local top = tonumber(ARGV[5])
+if top > 0 and reply[5] ~= '' then
+  local bound = string.format('%.17g', tonumber(ARGV[6]) * tonumber(reply[5]))
+  top = math.min(top, redis.call('ZCOUNT', READY, bound, '+inf') + tonumber(ARGV[7]))
+end
 if top > 0 then
   local ready = redis.call('ZREVRANGE', READY, 0, top - 1, 'WITHSCORES')
   for i = 2, #ready, 2 do reply[#reply + 1] = ready[i] end

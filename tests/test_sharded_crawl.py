@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import pytest
+
 from jlse.records import CrawlTask, Outcome
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.dispatch_shards import REFILL_EVERY
@@ -317,6 +319,61 @@ def test_the_low_slot_goes_to_the_best_low_url_of_every_shard(registry):
     recorder = Recorder([])
     Dispatcher(registry, recorder).serve("s1")
     assert [task["priority"] for task in recorder.sent] == [0.9, 0.7]
+
+
+def test_a_shard_reads_its_low_urls_only_as_far_as_the_low_slots_reach(registry):
+    """A round's read of a shard lists every ready URL that may not be low (at or above
+    priority_slack x the shard's own best), and of the others only one more than the crawl's
+    low slots; the low slot still goes to the best low URL of every shard."""
+    from test_sharded_frontier import hosts_of_shard
+
+    frontier = _register(registry, max_outstanding=20, low_priority_slots=1,
+                         low_priority_share=1.0, priority_slack=0.8)
+    hot, *junk = hosts_of_shard(0, SHARDS, 7)
+    wanted, other = hosts_of_shard(1, SHARDS, 2)
+    frontier.push_many([CrawlTask(url=f"http://{hot}/", url_id=1, priority=1.0),
+                        CrawlTask(url=f"http://{hot}/2", url_id=4, priority=0.95),
+                        CrawlTask(url=f"http://{wanted}/", url_id=2, priority=0.7),
+                        CrawlTask(url=f"http://{other}/", url_id=3, priority=0.05)] +
+                       [CrawlTask(url=f"http://{host}/", url_id=10 + i, priority=0.1 + i / 100)
+                        for i, host in enumerate(junk)])
+    recorder = Recorder([])
+    dispatcher = Dispatcher(registry, recorder)
+    dispatcher.serve("s1")
+    assert [task["priority"] for task in recorder.sent] == [1.0, 0.7]
+    dispatcher._crawls.clear()  # read again, as at the start of a round
+    dispatcher._read_others("s1", dispatcher._crawl("s1"), force=True)
+    ready = dispatcher._crawls["s1"].ready  # the hot host is busy: its shard's best is 0.95
+    assert ready[0] == pytest.approx([0.15, 0.14]) and ready[1] == [0.05]
+
+
+def test_shares_read_from_the_short_lists_are_those_of_the_full_ones():
+    """The round's calls (shares and floors) from ready lists cut as ``FIGURES`` cuts them
+    (above priority_slack x the shard's best, then one more than the low slots) are those of
+    the full lists, over random rounds (negative priorities, slack 0 to 1, 2 to 4 shards)."""
+    import random
+
+    from jlse.scheduler.dispatch_shards import CrawlState
+
+    for trial in range(3000):
+        rng = random.Random(trial)
+        shards, slots, low_slots = rng.randint(2, 4), rng.randint(1, 8), rng.randint(1, 3)
+        settings = apply_overrides(Settings(), {
+            "priority_slack": rng.choice([0.0, 0.5, 0.8, 1.0]), "low_priority_slots": low_slots,
+            "max_outstanding": slots, "frontier_shards": shards}, source="test")
+        full, short = (CrawlState("sha", settings, dict.fromkeys(range(shards)), slots)
+                       for _ in range(2))
+        for index in range(shards):
+            ready = sorted((round(rng.uniform(-1, 2), 2) for _ in range(rng.randint(0, 10))),
+                           reverse=True)
+            best = max(ready + [round(rng.uniform(-1, 2), 2)])
+            above = sum(score >= settings.priority_slack * best for score in ready)
+            low, in_flight = rng.randint(0, 1), rng.randint(0, 2)
+            for crawl, listed in ((full, ready[:slots]),
+                                  (short, ready[:min(slots, above + low_slots + 1)])):
+                crawl.seen[index] = (0, in_flight, len(ready), 0)
+                crawl.low[index], crawl.best[index], crawl.ready[index] = low, best, listed
+        assert list(full.round_calls()) == list(short.round_calls()), trial
 
 
 def test_learning_requests_coalesce_while_a_round_waits(registry, monkeypatch):
