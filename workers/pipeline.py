@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.site_harvest import TARGET_OFF_SITE
 from jlse.models.strategies import Strategy
-from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
 from jlse.scheduler.robots import RobotsCache
