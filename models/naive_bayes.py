@@ -138,10 +138,19 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """P(relevant | text) for each text, shape (n,), tempered as the module docstring says."""
-        rows, columns = self._token_columns(texts)
-        log_odds = self._log_odds(rows, columns, len(texts))
+        return self.predict_proba_tokens(self.token_lists(texts))
+
+    def token_lists(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens each text is scored by (its :func:`text_sample`, tokenised)."""
+        return [tokenize(text) for text in self._capped(texts)]
+
+    def predict_proba_tokens(self, token_lists: list[list[str]]) -> np.ndarray:
+        """:meth:`predict_proba` of texts already tokenised by :meth:`token_lists` (a model
+        refitted over a grown vocabulary scores the same tokens)."""
+        rows, columns = self._columns(token_lists)
+        log_odds = self._log_odds(rows, columns, len(token_lists))
         if self.evidence_tokens is not None:
-            n_tokens = np.bincount(rows, minlength=len(texts))
+            n_tokens = np.bincount(rows, minlength=len(token_lists))
             log_odds = log_odds / np.maximum(1.0, n_tokens / self.evidence_tokens)
         return expit(log_odds)
 
@@ -163,9 +172,11 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
                           shape=(len(texts), len(self.vectorizer_.vocabulary_)))
 
     def _token_columns(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self._columns(self.token_lists(texts))
+
+    def _columns(self, token_lists: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
         """(text number, vocabulary column) of every known token, texts and tokens in order:
         one vocabulary look-up per token, no per-text arrays."""
-        token_lists = [tokenize(text) for text in self._capped(texts)]
         lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
         columns = np.fromiter(map(self.vectorizer_.vocabulary_.get,
                                   chain.from_iterable(token_lists), repeat(-1)),

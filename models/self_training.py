@@ -28,8 +28,7 @@ from collections import Counter
 
 import numpy as np
 
-from jlse.models.naive_bayes import NaiveBayesTextClassifier, text_sample
-from jlse.models.tokenizer import tokenize
+from jlse.models.naive_bayes import NaiveBayesTextClassifier
 from jlse.models.topic_model import TopicModel
 
 log = logging.getLogger(__name__)
@@ -66,13 +65,15 @@ class SelfTrainedRelevance:
         return cls(model)
 
     def relevance(self, text: str) -> float:
-        """P(relevant | text) by the current NB; the page may become a pseudo-label."""
+        """P(relevant | text) by the current NB; the page may become a pseudo-label. The text
+        is tokenised once for both NBs and for learning."""
+        tokens = self.base.token_lists([text])
         current = self.current
-        score = float(current.predict_proba([text])[0])
-        base = score if current is self.base else float(self.base.predict_proba([text])[0])
+        score = float(current.predict_proba_tokens(tokens)[0])
+        base = score if current is self.base else float(self.base.predict_proba_tokens(tokens)[0])
         label = self._label(base, text)
         if label is not None:
-            self._learn(label, text)
+            self._learn(label, tokens[0])
         return score
 
     def _label(self, base: float, text: str) -> int | None:
@@ -85,8 +86,7 @@ class SelfTrainedRelevance:
             return 0
         return None
 
-    def _learn(self, label: int, text: str) -> None:
-        tokens = tokenize(text_sample(text, self.base.max_chars))
+    def _learn(self, label: int, tokens: list[str]) -> None:
         with self._lock:
             self.word_counts[label].update(tokens)
             self.labelled[label] += 1
