@@ -22,6 +22,7 @@ from jlse.scheduler.store.sql import clean_text, host_of
 
 log = logging.getLogger(__name__)
 
+_PLAIN_NUMBERS = (int, float)
 _PLAIN_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?:[/?#]|$)")
 
 # A link's unique key is a 64-bit fingerprint of its URL (url_fingerprint). Two URLs with the
@@ -31,10 +32,13 @@ _PLAIN_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?:[/?#]|$)")
 FINGERPRINT_PROBES = 4
 # add_links in one statement: the batch as arrays (unnest), ids drawn in input order, rows
 # inserted in fingerprint order (concurrent workers lock shared keys in the same order, no
-# deadlocks), then the rows of the batch that already existed. A known URL's priority rises
-# while it is queued; a row of another URL under the same fingerprint is left alone. Rows a
-# concurrent transaction committed after this statement's snapshot are not in the answer:
-# upsert_links reads them afterwards (and so finds fingerprint collisions).
+# deadlocks; ON CONFLICT DO NOTHING: a known row is neither locked nor written), then the rows
+# of the batch that already existed, each found by an index probe (a LATERAL subquery that
+# OFFSET 0 keeps from being turned into a hash join over links), and the priority of those
+# still queued raised where the batch's is higher. A row of another URL under the same
+# fingerprint is left alone. Rows a concurrent transaction committed after this statement's
+# snapshot are not in the answer: upsert_links reads them afterwards (and so finds fingerprint
+# collisions).
 ADD_LINKS_SQL = (
     "WITH input AS ("
     " SELECT nextval(%(seq)s::regclass) AS id, u.* FROM ("
@@ -48,14 +52,24 @@ ADD_LINKS_SQL = (
     " priority, pattern_run, redirect_hops, discovered_at)"
     " SELECT id, url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
     " pattern_run, redirect_hops, %(now)s FROM input ORDER BY url_fp"
-    " ON CONFLICT (url_fp) DO UPDATE SET priority = EXCLUDED.priority"
-    " WHERE links.url = EXCLUDED.url AND links.status = 'queued'"
-    " AND links.priority < EXCLUDED.priority"
-    " RETURNING id, url_fp, (xmax = 0) AS created"
-    ") SELECT id, url_fp, created FROM written"
-    # A subquery per row left alone: an index probe, whatever the table's statistics say.
-    " UNION ALL SELECT (SELECT l.id FROM links l WHERE l.url_fp = i.url_fp AND l.url = i.url),"
-    " i.url_fp, false FROM input i WHERE i.url_fp NOT IN (SELECT url_fp FROM written)"
+    " ON CONFLICT (url_fp) DO NOTHING RETURNING id, url_fp"
+    "), known AS ("
+    " SELECT l.id, i.url_fp, i.priority, l.status = 'queued' AND l.priority < i.priority"
+    " AS rises FROM input i LEFT JOIN LATERAL (SELECT l.id, l.status, l.priority FROM links l"
+    " WHERE l.url_fp = i.url_fp AND l.url = i.url OFFSET 0) l ON true"
+    " WHERE i.url_fp NOT IN (SELECT url_fp FROM written)"
+    "), raised AS ("
+    " UPDATE links l SET priority = k.priority FROM known k"
+    " WHERE l.id = ANY(ARRAY(SELECT id FROM known WHERE rises)) AND l.id = k.id"
+    " AND l.status = 'queued' AND l.priority < k.priority"
+    ") SELECT id, url_fp, true FROM written UNION ALL SELECT id, url_fp, false FROM known"
+)
+# The priorities of known rows that add_links found only after its statement (committed by
+# another worker meanwhile), raised as the statement raises those it finds.
+RAISE_PRIORITIES_SQL = (
+    "UPDATE links l SET priority = r.priority"
+    " FROM unnest(%s::bigint[], %s::float8[]) AS r(id, priority)"
+    " WHERE l.id = r.id AND l.status = 'queued' AND l.priority < r.priority"
 )
 # The pages of a batch in one statement, as record_fetch_once writes one: a link changes (and
 # gets its ResultTable row) only if it was still queued; every history row is added, in input
@@ -86,15 +100,24 @@ RECORD_PAGES_SQL = (
 
 
 def text_array(values: Iterable[str]) -> str:
-    """A PostgreSQL array literal of ``values`` (cleaned text: no NUL)."""
-    escaped = [value.replace("\\", "\\\\").replace('"', '\\"') for value in values]
-    return '{"' + '","'.join(escaped) + '"}' if escaped else "{}"
+    """A PostgreSQL array literal of ``values`` (cleaned text: no NUL). The values are joined
+    on NUL, which none holds, and escaped in one pass over the whole string."""
+    values = values if isinstance(values, list) else list(values)
+    if not values:
+        return "{}"
+    joined = "\x00".join(values)
+    if joined.count("\x00") != len(values) - 1:
+        raise ValueError("text_array: a value holds a NUL character (clean_text removes them)")
+    if "\\" in joined or '"' in joined:
+        joined = joined.replace("\\", "\\\\").replace('"', '\\"')
+    return '{"' + joined.replace("\x00", '","') + '"}'
 
 
 def number_array(values: Iterable[float | int | None]) -> str:
     """A PostgreSQL array literal of numbers (numpy's too; floats round-trip, inf and nan
     included)."""
-    return "{" + ",".join(map(_number, values)) + "}"
+    return "{" + ",".join([repr(value) if type(value) in _PLAIN_NUMBERS else _number(value)
+                           for value in values]) + "}"
 
 
 def _number(value: float | int | None) -> str:
@@ -142,9 +165,13 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
         if unanswered:  # committed meanwhile by another worker, or another URL's key
             cur.execute("SELECT id, url_fp, url FROM links WHERE url_fp = ANY(%s)",
                         (unanswered,))
-            for link_id, fp, url in cur.fetchall():
-                if url == by_fp[fp].url:
-                    answered[fp] = (link_id, False)
+            late = [(link_id, fp) for link_id, fp, url in cur.fetchall()
+                    if url == by_fp[fp].url]
+            answered.update((fp, (link_id, False)) for link_id, fp in late)
+            if late:
+                cur.execute(RAISE_PRIORITIES_SQL,
+                            (number_array(link_id for link_id, _ in late),
+                             number_array(by_fp[fp].priority for _, fp in late)))
         found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
         pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
         if pending:

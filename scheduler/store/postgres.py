@@ -204,7 +204,7 @@ class PostgresStore(SqlCrawlStore):
     def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
         if not links:
             return []
-        check_url_lengths([clean_text(link.url) for link in links])  # fails this call alone
+        check_url_lengths([link.url for link in links])  # fails this call alone
         request = _LinkRequest(list(links))
         if self._autocommit_owner == threading.get_ident():
             self._write_group([request])  # this thread holds the store: waiting could deadlock

@@ -91,6 +91,8 @@ def clean_text(text: str | None) -> str:
     """``text`` storable by both backends: no NUL characters, no lone surrogates."""
     if not text:
         return ""
+    if text.isascii():  # most text: no surrogate can hide in it (isascii is O(1))
+        return text if "\x00" not in text else text.replace("\x00", "")
     text = text.replace("\x00", "")
     try:
         text.encode("utf-8")
@@ -107,26 +109,40 @@ def host_of(url: str) -> str:
 
 
 def merge_duplicates(links: Sequence[NewLink]) -> dict[str, NewLink]:
-    """One link per (cleaned) URL: the first occurrence, with the highest priority seen."""
+    """One link per (cleaned) URL: the first occurrence, with the highest priority seen.
+
+    A link whose text needs no cleaning and whose priority is a float is kept as it is (no
+    copy); a copy is made where something changes, so the caller's links are never altered."""
     merged: dict[str, NewLink] = {}
     for link in links:
         url = clean_text(link.url)
         first = merged.get(url)
         if first is None:
-            merged[url] = NewLink(
-                url=url, parent_id=link.parent_id, depth=link.depth,
-                anchor_text=clean_text(link.anchor_text), context=clean_text(link.context),
-                priority=float(link.priority), pattern_run=link.pattern_run,
-                redirect_hops=link.redirect_hops,
-            )
+            anchor, context = clean_text(link.anchor_text), clean_text(link.context)
+            if (url is link.url and anchor is link.anchor_text and context is link.context
+                    and type(link.priority) is float):
+                merged[url] = link
+            else:
+                merged[url] = NewLink(
+                    url=url, parent_id=link.parent_id, depth=link.depth, anchor_text=anchor,
+                    context=context, priority=float(link.priority),
+                    pattern_run=link.pattern_run, redirect_hops=link.redirect_hops,
+                )
         elif link.priority > first.priority:
-            first.priority = float(link.priority)
+            merged[url] = NewLink(
+                url=url, parent_id=first.parent_id, depth=first.depth,
+                anchor_text=first.anchor_text, context=first.context,
+                priority=float(link.priority), pattern_run=first.pattern_run,
+                redirect_hops=first.redirect_hops,
+            )
     return merged
 
 
 def check_url_lengths(urls: Sequence[str]) -> None:
     for url in urls:
-        size = len(url.encode("utf-8"))
+        if len(url) <= MAX_URL_BYTES // 4:  # 4 bytes a character at most in UTF-8
+            continue
+        size = len(clean_text(url).encode("utf-8"))
         if size > MAX_URL_BYTES:
             log.warning("add_links refused a URL of %d bytes: %s...", size, url[:80])
             raise StoreError(
