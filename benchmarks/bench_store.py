@@ -55,7 +55,7 @@ def crawl(store: CrawlStore, pages: int, batch: int = 1) -> dict[str, float]:
         store.add_links(page_links(page, None))
     seeds = ["http://site0.test/"] + [f"http://site0.test/s{n}" for n in range(1, batch)]
     queue = [page_id for page_id, _ in store.add_links([NewLink(url, None, 0) for url in seeds])]
-    in_add_links = in_pages = 0.0
+    in_add_links = in_pages = server = client = 0.0
     started = time.perf_counter()
     for first in range(0, pages, batch):
         taken = [(page, queue.pop(0)) for page in range(first, min(first + batch, pages))]
@@ -65,18 +65,23 @@ def crawl(store: CrawlStore, pages: int, batch: int = 1) -> dict[str, float]:
                 store.record_fetch_once(records[0])
         links = [link for page, url_id in taken
                  for link in page_links(page, url_id) + known_links(page)]
-        begun = time.perf_counter()
+        begun, server_begun, client_begun = time.perf_counter(), backend_cpu(store), \
+            time.process_time()
         with store.autocommit():
             answers = store.add_links(links)
         in_add_links += time.perf_counter() - begun
+        server += backend_cpu(store) - server_begun
+        client += time.process_time() - client_begun
         if batch > 1:  # after the links, as the worker writes (its crash-safe order)
             begun = time.perf_counter()
             store.write_pages(records)
             in_pages += time.perf_counter() - begun
         queue.extend(link_id for link_id, created in answers if created)
     elapsed = time.perf_counter() - started
+    rows = pages * (NEW_PER_PAGE + KNOWN_LINKS)
     return {"pages_per_s": pages / elapsed,
-            "link_rows_per_s": pages * (NEW_PER_PAGE + KNOWN_LINKS) / in_add_links,
+            "link_rows_per_s": rows / in_add_links,
+            "server_us": 1e6 * server / rows, "client_us": 1e6 * client / rows,
             "with_pages_per_s": pages * (NEW_PER_PAGE + KNOWN_LINKS) / (in_add_links + in_pages)}
 
 
@@ -186,6 +191,8 @@ def run(name: str, url: str, pages: int, threads: int,
                f"{rates['with_pages_per_s']:.0f})" if batch > 1 else "")
     print(f"{name:<11} {rates['pages_per_s']:7.0f} pages/s   add_links link rows/s per "
           f"connection in the crawl: {rates['link_rows_per_s']:8.0f}{batched}   "
+          f"(CPU per link row in add_links: server {rates['server_us']:4.1f} us, client "
+          f"{rates['client_us']:4.1f} us)   "
           f"iter_links: {rows} rows at {row_rate:,.0f} rows/s{extra}", flush=True)
     for n, figures in alone:
         print(f"{name:<11}   add_links alone, {n:2d} thread(s) on one connection: "
