@@ -30,42 +30,26 @@ _PLAIN_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?:[/?#]|$)")
 # URL text: the second takes the fingerprint of its next probe, up to FINGERPRINT_PROBES, and a
 # lookup by URL tries them all.
 FINGERPRINT_PROBES = 4
-# add_links in one statement: the batch as arrays (unnest), ids drawn in input order, rows
-# inserted in fingerprint order (concurrent workers lock shared keys in the same order, no
-# deadlocks; ON CONFLICT DO NOTHING: a known row is neither locked nor written), then the rows
-# of the batch that already existed, each found by an index probe (a LATERAL subquery that
-# OFFSET 0 keeps from being turned into a hash join over links), and the priority of those
-# still queued raised where the batch's is higher. A row of another URL under the same
-# fingerprint is left alone. Rows a concurrent transaction committed after this statement's
-# snapshot are not in the answer: upsert_links reads them afterwards (and so finds fingerprint
-# collisions).
+# add_links's insert: the batch as arrays (unnest), ids drawn in input order (the subquery
+# with nextval is not flattened, so nextval runs before the sort), rows inserted in
+# fingerprint order (concurrent workers lock shared keys in the same order: no deadlocks).
+# ON CONFLICT DO NOTHING: a known row is neither locked nor written, and the statement is a
+# plain INSERT (no CTE, nothing materialised); only the rows it created come back.
 ADD_LINKS_SQL = (
-    "WITH input AS ("
-    " SELECT nextval(%(seq)s::regclass) AS id, u.* FROM ("
-    "  SELECT * FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[],"
-    "   %(parent)s::bigint[], %(depth)s::int[], %(anchor)s::text[], %(context)s::text[],"
-    "   %(priority)s::float8[], %(run)s::int[], %(hops)s::int[]) WITH ORDINALITY"
-    "   AS b(url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
-    "   pattern_run, redirect_hops, n) ORDER BY n) u"
-    "), written AS ("
-    " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
+    "INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
     " priority, pattern_run, redirect_hops, discovered_at)"
-    " SELECT id, url_fp, url, host, parent_id, depth, anchor_text, context, priority,"
-    " pattern_run, redirect_hops, %(now)s FROM input ORDER BY url_fp"
+    " SELECT * FROM (SELECT nextval(%(seq)s::regclass), b.*, %(now)s::float8"
+    "  FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
+    "  %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
+    "  %(run)s::int[], %(hops)s::int[]) AS b) AS i ORDER BY 2"
     " ON CONFLICT (url_fp) DO NOTHING RETURNING id, url_fp"
-    "), known AS ("
-    " SELECT l.id, i.url_fp, i.priority, l.status = 'queued' AND l.priority < i.priority"
-    " AS rises FROM input i LEFT JOIN LATERAL (SELECT l.id, l.status, l.priority FROM links l"
-    " WHERE l.url_fp = i.url_fp AND l.url = i.url OFFSET 0) l ON true"
-    " WHERE i.url_fp NOT IN (SELECT url_fp FROM written)"
-    "), raised AS ("
-    " UPDATE links l SET priority = k.priority FROM known k"
-    " WHERE l.id = ANY(ARRAY(SELECT id FROM known WHERE rises)) AND l.id = k.id"
-    " AND l.status = 'queued' AND l.priority < k.priority"
-    ") SELECT id, url_fp, true FROM written UNION ALL SELECT id, url_fp, false FROM known"
 )
-# The priorities of known rows that add_links found only after its statement (committed by
-# another worker meanwhile), raised as the statement raises those it finds.
+# Then the rows of the batch it did not create, by fingerprint (one index probe each): known
+# URLs (whose priority, while queued, rises to the batch's where that is higher) and other
+# URLs under the same fingerprint (upsert_links's next probe).
+KNOWN_LINKS_SQL = ("SELECT l.id, l.url_fp, l.url, l.status = 'queued' AND l.priority < p.priority"
+                   " FROM links l JOIN unnest(%s::bigint[], %s::float8[]) AS p(fp, priority)"
+                   " ON l.url_fp = p.fp WHERE l.url_fp = ANY(%s::bigint[])")
 RAISE_PRIORITIES_SQL = (
     "UPDATE links l SET priority = r.priority"
     " FROM unnest(%s::bigint[], %s::float8[]) AS r(id, priority)"
@@ -159,19 +143,22 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
             if by_fp.setdefault(fingerprint, link) is not link:
                 clashing.append(link)
         cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
-        answered = {fp: (link_id, bool(created))
-                    for link_id, fp, created in cur.fetchall() if link_id is not None}
+        answered = {fp: (link_id, True) for link_id, fp in cur.fetchall()}
         unanswered = [fp for fp in by_fp if fp not in answered]
-        if unanswered:  # committed meanwhile by another worker, or another URL's key
-            cur.execute("SELECT id, url_fp, url FROM links WHERE url_fp = ANY(%s)",
-                        (unanswered,))
-            late = [(link_id, fp) for link_id, fp, url in cur.fetchall()
-                    if url == by_fp[fp].url]
-            answered.update((fp, (link_id, False)) for link_id, fp in late)
-            if late:
+        if unanswered:  # known URLs, or another URL's fingerprint
+            fps = number_array(unanswered)
+            cur.execute(KNOWN_LINKS_SQL,
+                        (fps, number_array(by_fp[fp].priority for fp in unanswered), fps))
+            rising = []
+            for link_id, fp, url, rises in cur.fetchall():
+                if url == by_fp[fp].url:
+                    answered[fp] = (link_id, False)
+                    if rises:
+                        rising.append((link_id, by_fp[fp].priority))
+            if rising:
                 cur.execute(RAISE_PRIORITIES_SQL,
-                            (number_array(link_id for link_id, _ in late),
-                             number_array(by_fp[fp].priority for _, fp in late)))
+                            (number_array(link_id for link_id, _ in rising),
+                             number_array(priority for _, priority in rising)))
         found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
         pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
         if pending:
