@@ -62,6 +62,34 @@ def test_answers_follow_input_order_in_a_mixed_batch(store):
     assert answers[3][0] == old_id
 
 
+def test_known_urls_in_a_batch_of_new_ones_rise_only_while_queued_and_higher(store):
+    answers = store.add_links([new(f"http://k.test/{n}", priority=0.5) for n in range(3)])
+    (low, _), (high, _), (done, _) = answers
+    store.record_fetch(fetched(done))
+    again = store.add_links([new("http://k.test/new1", priority=0.1),
+                             new("http://k.test/0", priority=0.2),
+                             new("http://k.test/1", priority=0.8),
+                             new("http://k.test/2", priority=0.9),
+                             new("http://k.test/new2", priority=0.1)])
+    assert [created for _, created in again] == [True, False, False, False, True]
+    assert [link_id for link_id, _ in again[1:4]] == [low, high, done]
+    assert [store.get_link(i).priority for i in (low, high, done)] == \
+        pytest.approx([0.5, 0.8, 0.5])
+
+
+def test_add_links_leaves_the_callers_links_as_they_were(store):
+    first = new("http://c.test/a", priority=1, anchor_text="a\x00b")
+    second = new("http://c.test/a", priority=0.75)
+    plain = new("http://c.test/b", priority=0.25, anchor_text="体育", context="ctx")
+    answers = store.add_links([first, second, plain])
+    assert (first.priority, first.anchor_text, second.priority) == (1, "a\x00b", 0.75)
+    assert (plain.priority, plain.anchor_text, plain.context) == (0.25, "体育", "ctx")
+    link = store.get_link(answers[0][0])
+    assert (link.priority, link.anchor_text) == (1.0, "ab")
+    assert isinstance(link.priority, float)
+    assert store.get_link(answers[2][0]).anchor_text == "体育"
+
+
 def test_link_fields_and_parent_round_trip(store):
     [(root, _)] = store.add_links([new("http://a.test/")])
     [(child, _)] = store.add_links([NewLink("http://a.test/x", root, 1, "anchor", "ctx", 0.4, 2, 1)])

@@ -12,6 +12,8 @@ import pytest
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
+from jlse.scheduler.store.pg_writes import number_array, text_array
+from jlse.scheduler.store.sql import clean_text
 
 
 def fetched(url_id: int, target: bool = False, title: str = "") -> FetchRecord:
@@ -99,3 +101,18 @@ def test_batch_literals_keep_every_value(store):
                                 for link_id, text in zip(ids, AWKWARD, strict=True)])
     assert all(titles)
     assert [store.get_link(link_id).title for link_id in ids] == AWKWARD
+
+
+def test_array_literals_refuse_a_nul_and_keep_empty_values():
+    assert text_array([]) == "{}"
+    assert text_array([""]) == '{""}'
+    assert text_array(iter(["a", "", 'q"\\'])) == '{"a","","q\\"\\\\"}'
+    with pytest.raises(ValueError, match="NUL"):
+        text_array(["a\x00b"])
+    assert number_array([1, 0.5, None, True, math.inf]) == "{1,0.5,NULL,1,inf}"
+
+
+def test_clean_text_drops_nuls_and_lone_surrogates():
+    assert clean_text("plain") == "plain" and clean_text(None) == ""
+    assert clean_text("a\x00b") == "ab"
+    assert clean_text("体\x00育\ud800") == "体育?"

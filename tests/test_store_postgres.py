@@ -108,6 +108,23 @@ def test_a_schema_1_database_is_refused_read_only_and_converted_by_a_writer(pg_s
         assert store.get_link_id("http://a.test/child") == child
 
 
+def test_a_known_url_is_neither_locked_nor_rewritten(pg_store_url):
+    with open_store(pg_store_url) as store:
+        [(known, _)] = store.add_links([new("http://k.test/", priority=0.5)])
+        [(version, locker)] = sql(pg_store_url, "SELECT xmin::text, xmax::text FROM links "
+                                  "WHERE id = %s", (known,))
+        answers = store.add_links([new("http://k.test/new"), new("http://k.test/", priority=0.2)])
+        assert answers[1] == (known, False)
+        # ON CONFLICT DO UPDATE locked the row (xmax set, a WAL record) even when its WHERE
+        # left it alone; DO NOTHING and a read of the known rows touch nothing.
+        assert sql(pg_store_url, "SELECT xmin::text, xmax::text FROM links WHERE id = %s",
+                   (known,)) == [(version, locker)] == [(version, "0")]
+        store.add_links([new("http://k.test/", priority=0.9)])  # a rise writes a new version
+        [(risen, priority)] = sql(pg_store_url, "SELECT xmin::text, priority FROM links "
+                                  "WHERE id = %s", (known,))
+        assert risen != version and priority == 0.9
+
+
 def test_no_index_of_links_covers_what_a_fetch_changes(pg_store_url):
     open_store(pg_store_url).close()
     rows = sql(pg_store_url, "SELECT indexdef FROM pg_indexes "
