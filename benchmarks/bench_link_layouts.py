@@ -1,0 +1,213 @@
+"""Server CPU and WAL per link row of add_links's writes, for layouts of PostgreSQL's links table.
+
+Each layout gets a schema of its own (the crawl database's tables as the store creates them,
+then changed as the layout says), 64 pages of links written first, then rounds: in each round
+every layout writes ``--batches`` batches of ``--pages-per-batch`` pages of the bench_store
+workload (per page 60 new links and 20 an earlier page found), the layouts taking turns so
+the machine's load falls on each alike. Per batch and layout: CPU of the server's backend
+(from /proc: server and benchmark share the machine) and WAL bytes (``pg_current_wal_lsn``)
+per link row, every statement of the write counted (the insert, the read of the known rows).
+
+Layouts:
+
+* ``store``: the store's own schema and statements (``pg_writes.upsert_links``);
+* ``arrays``: only reading the batch's arrays (``SELECT count(*) FROM unnest(...)``), the floor
+  of any statement that takes them;
+* ``no-host-index``: the store without ``(host, priority DESC, id)``, the index only a refill of
+  spilled URLs reads;
+* ``fp-id``: the link's id is its 64-bit fingerprint (no sequence, no second unique index);
+* ``fp-id-hashN``: the same, hash-partitioned on the id into N partitions (``--partitions``);
+  the known rows are read one probe per key (each in its own partition).
+
+    python benchmarks/bench_link_layouts.py [--pg postgresql://postgres@127.0.0.1/postgres]
+        [--rounds 5] [--batches 30] [--pages-per-batch 16] [--partitions 16,64] [--only a,b]
+        [--insert-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+
+from jlse.records import NewLink
+from jlse.scheduler.store import open_store, pg_writes
+from jlse.scheduler.store.sql import merge_duplicates
+
+NEW_PER_PAGE, KNOWN_LINKS, KNOWN_FROM = 60, 20, 64
+INSERT_ONLY = False  # --insert-only: the fp-id layouts skip their read of the known rows
+
+_COLUMNS = (
+    "url TEXT NOT NULL, host TEXT NOT NULL DEFAULT '', parent_id BIGINT,"
+    " depth INTEGER NOT NULL DEFAULT 0, anchor_text TEXT NOT NULL DEFAULT '',"
+    " context TEXT NOT NULL DEFAULT '', priority DOUBLE PRECISION NOT NULL DEFAULT 0,"
+    " status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'fetched', 'rejected')),"
+    " pattern_run INTEGER NOT NULL DEFAULT 0, redirect_hops INTEGER NOT NULL DEFAULT 0,"
+    " discovered_at DOUBLE PRECISION NOT NULL, fetched_at DOUBLE PRECISION,"
+    " relevance DOUBLE PRECISION, is_target INTEGER NOT NULL DEFAULT 0,"
+    " title TEXT NOT NULL DEFAULT ''")
+_ARRAYS = ("unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
+           " %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
+           " %(run)s::int[], %(hops)s::int[])")
+_FP_ID_INSERT = (
+    "INSERT INTO links (id, url, host, parent_id, depth, anchor_text, context, priority,"
+    " pattern_run, redirect_hops, discovered_at) SELECT b.*, %(now)s::float8 FROM "
+    + _ARRAYS + " AS b ORDER BY 1 ON CONFLICT (id) DO NOTHING RETURNING id")
+# One probe per key, each in its own partition (a nested loop prunes at run time; id = ANY of
+# the whole array would probe every partition with every key).
+_FP_ID_KNOWN = ("SELECT l.id, l.url FROM unnest(%s::bigint[]) AS k(id) CROSS JOIN LATERAL"
+                " (SELECT id, url FROM links WHERE id = k.id OFFSET 0) AS l")
+
+
+def page_links(page: int) -> list[NewLink]:
+    return [NewLink(f"http://site{page % 4}.test/p{page}/{n}", 7, 1,
+                    f"anchor {n} 体育新闻", "some context words around the link " * 3,
+                    priority=0.5)
+            for n in range(NEW_PER_PAGE)]
+
+
+def batch(first: int, pages: int) -> list[NewLink]:
+    links = []
+    for page in range(first, first + pages):
+        links += page_links(page) + page_links(page - KNOWN_FROM)[:KNOWN_LINKS]
+    return list(merge_duplicates(links).values())
+
+
+def store_write(cur: Any, links: list[NewLink], sequence: str) -> None:
+    pg_writes.upsert_links(cur, links, time.time(), sequence)
+
+
+def arrays_only(cur: Any, links: list[NewLink], sequence: str) -> None:
+    by_fp = {pg_writes.url_fingerprint(link.url): link for link in links}
+    cur.execute("SELECT count(*) FROM " + _ARRAYS + " AS b",
+                pg_writes.link_params(by_fp, time.time(), sequence))
+    cur.fetchall()
+
+
+def fp_id_write(cur: Any, links: list[NewLink], sequence: str) -> None:
+    by_fp = {pg_writes.url_fingerprint(link.url): link for link in links}
+    cur.execute(_FP_ID_INSERT, pg_writes.link_params(by_fp, time.time(), sequence))
+    created = {row[0] for row in cur.fetchall()}
+    others = [fp for fp in by_fp if fp not in created]
+    if others and not INSERT_ONLY:
+        cur.execute(_FP_ID_KNOWN, (pg_writes.number_array(others),))
+        cur.fetchall()
+
+
+def fp_id_ddl(partitions: int) -> list[str]:
+    ddl = ["DROP TABLE links CASCADE"]
+    if partitions:
+        ddl.append(f"CREATE TABLE links (id BIGINT PRIMARY KEY, {_COLUMNS}) PARTITION BY HASH (id)")
+        ddl += [f"CREATE TABLE links_{k} PARTITION OF links FOR VALUES WITH (MODULUS "
+                f"{partitions}, REMAINDER {k}) WITH (fillfactor = 80)" for k in range(partitions)]
+    else:
+        ddl.append(f"CREATE TABLE links (id BIGINT PRIMARY KEY, {_COLUMNS}) WITH (fillfactor = 80)")
+    ddl.append("CREATE INDEX links_host_priority_idx ON links (host, priority DESC, id)")
+    return ddl
+
+
+def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable]]:
+    found = {
+        "store": ([], store_write),
+        "arrays": ([], arrays_only),
+        "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write),
+        "fp-id": (fp_id_ddl(0), fp_id_write),
+    }
+    for count in partitions:
+        found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write)
+    return found
+
+
+def backend_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Layout:
+    def __init__(self, admin: Any, pg: str, name: str, ddl: list[str], write: Callable,
+                 pages: int) -> None:
+        self.name, self.write, self.pages = name, write, pages
+        self.schema = f"layout_{uuid.uuid4().hex[:8]}"
+        admin.cursor().execute(f'CREATE SCHEMA "{self.schema}"')
+        separator = "&" if "?" in pg else "?"
+        self.store = open_store(f"{pg}{separator}options=-csearch_path%3D{self.schema}")
+        self.conn = self.store._conn  # the store's own session: its sequence, its search path
+        self.conn.autocommit = True
+        self.cur = self.conn.cursor()
+        for statement in ddl:
+            self.cur.execute(statement)
+        self.sequence = self.store._id_sequence
+        self.server: list[float] = []
+        self.wal: list[float] = []
+        for first in range(-KNOWN_FROM, 0, pages):
+            write(self.cur, batch(first, pages), self.sequence)
+
+    def measure(self, first: int, batches: int) -> None:
+        work = [batch(first + self.pages * n, self.pages) for n in range(batches)]
+        rows = sum(map(len, work))
+        pid = self.conn.get_backend_pid()
+        self.cur.execute("SELECT pg_current_wal_lsn()")
+        lsn = self.cur.fetchone()[0]
+        began = backend_cpu(pid)
+        for links in work:
+            self.write(self.cur, links, self.sequence)
+        self.server.append(1e6 * (backend_cpu(pid) - began) / rows)
+        self.cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn,))
+        self.wal.append(float(self.cur.fetchone()[0]) / rows)
+
+    def close(self, admin: Any) -> None:
+        self.store.close()
+        admin.cursor().execute(f'DROP SCHEMA "{self.schema}" CASCADE')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batches", type=int, default=30, help="batches per layout and round")
+    parser.add_argument("--pages-per-batch", type=int, default=16)
+    parser.add_argument("--partitions", default="16,64",
+                        help="hash partition counts of the fp-id layout ('' for none)")
+    parser.add_argument("--only", default="", help="comma-separated layout names")
+    parser.add_argument("--insert-only", action="store_true",
+                        help="the fp-id layouts write without reading the known rows")
+    args = parser.parse_args()
+    global INSERT_ONLY
+    INSERT_ONLY = args.insert_only
+    counts = [int(n) for n in args.partitions.split(",") if n]
+    chosen = layouts(counts)
+    if args.only:
+        chosen = {name: chosen[name] for name in args.only.split(",")}
+    admin = psycopg2.connect(args.pg)
+    admin.autocommit = True
+    made: list[Layout] = []
+    try:
+        for name, (ddl, write) in chosen.items():
+            made.append(Layout(admin, args.pg, name, ddl, write, args.pages_per_batch))
+        first = 0
+        for _ in range(args.rounds):
+            for layout in made:
+                layout.measure(first, args.batches)
+            first += args.pages_per_batch * args.batches
+        rows = args.pages_per_batch * (NEW_PER_PAGE + KNOWN_LINKS)
+        print(f"{rows} link rows a batch ({args.pages_per_batch} pages), {args.batches} batches "
+              f"a round, {args.rounds} rounds; per link row, round by round:")
+        for layout in made:
+            print(f"{layout.name:<15} server CPU {statistics.median(layout.server):5.1f} us "
+                  f"(median; {' '.join(f'{x:.1f}' for x in layout.server)})   "
+                  f"WAL {statistics.median(layout.wal):4.0f} B", flush=True)
+    finally:
+        for layout in made:
+            layout.close(admin)
+        admin.close()
+
+
+if __name__ == "__main__":
+    main()
