@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import struct
 from collections.abc import Iterable, Sequence
 from numbers import Integral
 from typing import Any
@@ -23,6 +24,7 @@ from jlse.scheduler.store.sql import clean_text, host_of
 log = logging.getLogger(__name__)
 
 _PLAIN_NUMBERS = (int, float)
+_SIGNED_64 = struct.Struct(">q")  # md5's first 8 bytes as a signed BIGINT
 _PLAIN_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?:[/?#]|$)")
 
 # A link's unique key is a 64-bit fingerprint of its URL (url_fingerprint). Two URLs with the
@@ -99,7 +101,13 @@ def text_array(values: Iterable[str]) -> str:
 
 def number_array(values: Iterable[float | int | None]) -> str:
     """A PostgreSQL array literal of numbers (numpy's too; floats round-trip, inf and nan
-    included)."""
+    included). A column of floats alone, or of ints alone (most are), takes one C-level pass."""
+    values = values if isinstance(values, list) else list(values)
+    for plain in (float.__repr__, int.__repr__):  # TypeError at the first value of another type
+        try:
+            return "{" + ",".join(map(plain, values)) + "}"
+        except TypeError:
+            pass
     return "{" + ",".join([repr(value) if type(value) in _PLAIN_NUMBERS else _number(value)
                            for value in values]) + "}"
 
@@ -124,8 +132,16 @@ def url_fingerprint(url: str, probe: int = 0) -> int:
     """The 64-bit key of ``url`` in links (signed, as BIGINT): md5's first 8 bytes, which
     PostgreSQL computes as ``('x' || left(md5(url), 16))::bit(64)::bigint`` (the migration
     from schema 1 does). Probe k > 0 hashes the URL behind a prefix no URL has."""
-    data = url.encode("utf-8") if probe == 0 else f"\x01{probe}\x01{url}".encode()
-    return int.from_bytes(hashlib.md5(data, usedforsecurity=False).digest()[:8], "big", signed=True)
+    return url_fingerprints([url], probe)[0]
+
+
+def url_fingerprints(urls: Iterable[str], probe: int = 0) -> list[int]:
+    """``url_fingerprint`` of each of ``urls``."""
+    md5, first_8 = hashlib.md5, _SIGNED_64.unpack_from
+    if probe == 0:
+        return [first_8(md5(url.encode(), usedforsecurity=False).digest())[0] for url in urls]
+    return [first_8(md5(f"\x01{probe}\x01{url}".encode(), usedforsecurity=False).digest())[0]
+            for url in urls]
 
 
 def upsert_links(cur: Any, links: list[NewLink], now: float,
@@ -138,8 +154,8 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
             return found
         by_fp: dict[int, NewLink] = {}
         clashing = []  # a second URL of this batch under one fingerprint: next probe
-        for link in pending:
-            fingerprint = url_fingerprint(link.url, probe)
+        for fingerprint, link in zip(url_fingerprints([link.url for link in pending], probe),
+                                     pending, strict=True):
             if by_fp.setdefault(fingerprint, link) is not link:
                 clashing.append(link)
         cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
