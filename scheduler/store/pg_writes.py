@@ -32,26 +32,31 @@ _PLAIN_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?:[/?#]|$)")
 # URL text: the second takes the fingerprint of its next probe, up to FINGERPRINT_PROBES, and a
 # lookup by URL tries them all.
 FINGERPRINT_PROBES = 4
-# add_links's insert: the batch as arrays (unnest), ids drawn in input order (the subquery
-# with nextval is not flattened, so nextval runs before the sort), rows inserted in
+# add_links in one statement: the batch as arrays (unnest), ids drawn in input order (the
+# subquery with nextval is not flattened, so nextval runs before the sort), rows inserted in
 # fingerprint order (concurrent workers lock shared keys in the same order: no deadlocks).
-# ON CONFLICT DO NOTHING: a known row is neither locked nor written, and the statement is a
-# plain INSERT (no CTE, nothing materialised); only the rows it created come back.
+# ON CONFLICT DO NOTHING: a known row is neither locked nor written. The rows it created come
+# back, then the rows the statement's snapshot holds under the batch's other fingerprints (an
+# index probe each): known URLs with their status and priority (upsert_links raises those
+# that rise), or another URL under the same fingerprint (its next probe). A row another
+# transaction committed after the snapshot is in neither: upsert_links reads it afterwards.
 ADD_LINKS_SQL = (
-    "INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
+    "WITH written AS ("
+    " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
     " priority, pattern_run, redirect_hops, discovered_at)"
     " SELECT * FROM (SELECT nextval(%(seq)s::regclass), b.*, %(now)s::float8"
     "  FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
     "  %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
     "  %(run)s::int[], %(hops)s::int[]) AS b) AS i ORDER BY 2"
     " ON CONFLICT (url_fp) DO NOTHING RETURNING id, url_fp"
+    ") SELECT id, url_fp, NULL, NULL, NULL FROM written"
+    " UNION ALL SELECT l.id, l.url_fp, l.url, l.status, l.priority FROM links l"
+    " WHERE l.url_fp = ANY(ARRAY(SELECT u.fp FROM unnest(%(fp)s::bigint[]) AS u(fp)"
+    "  WHERE u.fp NOT IN (SELECT url_fp FROM written)))"
 )
-# Then the rows of the batch it did not create, by fingerprint (one index probe each): known
-# URLs (whose priority, while queued, rises to the batch's where that is higher) and other
-# URLs under the same fingerprint (upsert_links's next probe).
-KNOWN_LINKS_SQL = ("SELECT l.id, l.url_fp, l.url, l.status = 'queued' AND l.priority < p.priority"
-                   " FROM links l JOIN unnest(%s::bigint[], %s::float8[]) AS p(fp, priority)"
-                   " ON l.url_fp = p.fp WHERE l.url_fp = ANY(%s::bigint[])")
+# Rows of a batch committed by another transaction after add_links's snapshot, by fingerprint.
+KNOWN_LINKS_SQL = "SELECT id, url_fp, url, status, priority FROM links WHERE url_fp = ANY(%s)"
+# The priority of known queued URLs that rises (rare: a URL found again with a higher score).
 RAISE_PRIORITIES_SQL = (
     "UPDATE links l SET priority = r.priority"
     " FROM unnest(%s::bigint[], %s::float8[]) AS r(id, priority)"
@@ -159,22 +164,17 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
             if by_fp.setdefault(fingerprint, link) is not link:
                 clashing.append(link)
         cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
-        answered = {fp: (link_id, True) for link_id, fp in cur.fetchall()}
+        answered: dict[int, tuple[int, bool]] = {}
+        rising: list[tuple[int, float]] = []
+        _read_answers(cur.fetchall(), by_fp, answered, rising)
         unanswered = [fp for fp in by_fp if fp not in answered]
-        if unanswered:  # known URLs, or another URL's fingerprint
-            fps = number_array(unanswered)
-            cur.execute(KNOWN_LINKS_SQL,
-                        (fps, number_array(by_fp[fp].priority for fp in unanswered), fps))
-            rising = []
-            for link_id, fp, url, rises in cur.fetchall():
-                if url == by_fp[fp].url:
-                    answered[fp] = (link_id, False)
-                    if rises:
-                        rising.append((link_id, by_fp[fp].priority))
-            if rising:
-                cur.execute(RAISE_PRIORITIES_SQL,
-                            (number_array(link_id for link_id, _ in rising),
-                             number_array(priority for _, priority in rising)))
+        if unanswered:  # committed meanwhile by another worker, or another URL's key
+            cur.execute(KNOWN_LINKS_SQL, (number_array(unanswered),))
+            _read_answers(cur.fetchall(), by_fp, answered, rising)
+        if rising:
+            cur.execute(RAISE_PRIORITIES_SQL,
+                        (number_array(link_id for link_id, _ in rising),
+                         number_array(priority for _, priority in rising)))
         found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
         pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
         if pending:
@@ -184,6 +184,22 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
         raise StoreError(f"add_links: {len(pending)} URLs neither inserted nor found, "
                          f"e.g. {pending[0].url}")
     return found
+
+
+def _read_answers(rows: list[tuple], by_fp: dict[int, NewLink],
+                  answered: dict[int, tuple[int, bool]], rising: list[tuple[int, float]]) -> None:
+    """Rows (id, url_fp, url, status, priority) into ``answered`` (fingerprint -> (id,
+    created)); a row without a URL is one the insert created. A known queued URL whose
+    priority rises goes to ``rising``; a row of another URL is not an answer."""
+    for link_id, fp, url, status, priority in rows:
+        if url is None:
+            answered[fp] = (link_id, True)
+            continue
+        link = by_fp[fp]
+        if url == link.url:
+            answered[fp] = (link_id, False)
+            if status == "queued" and priority < link.priority:
+                rising.append((link_id, link.priority))
 
 
 def link_params(by_fp: dict[int, NewLink], now: float, sequence: str) -> dict[str, Any]:
