@@ -6,16 +6,17 @@ every layout writes ``--batches`` batches of ``--pages-per-batch`` pages of the 
 workload (per page 60 new links and 20 an earlier page found), the layouts taking turns so
 the machine's load falls on each alike. Per batch and layout: CPU of the server's backend
 (from /proc: server and benchmark share the machine) and WAL bytes (``pg_current_wal_lsn``)
-per link row, every statement of the write counted (the insert, the read of the known rows).
+per link row, every statement of the write counted.
 
 Layouts:
 
-* ``store``: the store's own schema and statements (``pg_writes.upsert_links``);
+* ``store``: the store's own schema and statement (``pg_writes.upsert_links``);
 * ``arrays``: only reading the batch's arrays (``SELECT count(*) FROM unnest(...)``), the floor
   of any statement that takes them;
 * ``no-host-index``: the store without ``(host, priority DESC, id)``, the index only a refill of
   spilled URLs reads;
-* ``fp-id``: the link's id is its 64-bit fingerprint (no sequence, no second unique index);
+* ``fp-id``: the link's id is its 64-bit fingerprint (no sequence, no second unique index),
+  the known rows read by a second statement;
 * ``fp-id-hashN``: the same, hash-partitioned on the id into N partitions (``--partitions``);
   the known rows are read one probe per key (each in its own partition).
 

@@ -12,7 +12,8 @@ backend:
   ``add_links``): the link insert rate of one connection written by one thread (a prefork
   worker process). With ``--batch N`` the loop writes as a worker with ``fetch_batch`` N
   does: the links of N pages in one ``add_links``, then their pages in one ``write_pages``
-  (also shown: the rate over the time of both);
+  (also shown: the rate over the time of both), and the CPU microseconds per link row of the
+  PostgreSQL backend and of this process inside ``add_links``;
 * then ``add_links`` alone, from 1 thread and from ``--threads`` threads sharing the store
   (one connection, as a thread-pool worker's threads share it): link rows/s over the wall
   time, and CPU microseconds per link row of the PostgreSQL backend and of the client;
