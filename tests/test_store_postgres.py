@@ -202,6 +202,46 @@ def test_add_links_inside_autocommit_while_other_threads_write(pg_store_url):
         assert store.stats().links == 100
 
 
+def test_stores_adding_the_same_urls_at_once_agree_and_create_each_once(pg_store_url):
+    # Two workers (a connection each) writing overlapping batches together: no deadlock, one
+    # row per URL, each URL created by one of them, both given its id. A row the other
+    # committed after a statement's snapshot is found by the read after the statement.
+    stores = [open_store(pg_store_url) for _ in range(2)]
+    answers: dict[int, list] = {0: [], 1: []}
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def write(n: int) -> None:
+        try:
+            start.wait(10)
+            for round_ in range(30):
+                urls = [f"http://s.test/{round_}/{k}" for k in range(40)]
+                batch = urls if n == 0 else urls[::-1]  # the same keys, in another order
+                links = [new(url, priority=0.1 + n / 10) for url in batch]
+                with stores[n].autocommit():
+                    answers[n] += zip(batch, stores[n].add_links(links), strict=True)
+        except BaseException as exc:  # pragma: no cover - shown by the assert
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    try:
+        assert not errors, errors
+        ids = [{url: link_id for url, (link_id, _) in answers[n]} for n in range(2)]
+        assert ids[0] == ids[1] and len(ids[0]) == 30 * 40
+        created = [url for n in range(2) for url, (_, made) in answers[n] if made]
+        assert sorted(created) == sorted(ids[0])
+        assert stores[0].stats().links == 30 * 40
+        # the higher priority of the two, whichever store inserted the row
+        assert sql(pg_store_url, "SELECT count(*) FROM links WHERE priority <> 0.2") == [(0,)]
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_an_overlong_url_fails_its_own_call_not_the_group(pg_store_url):
     with open_store(pg_store_url) as store:
         too_long = "http://l.test/" + "x" * MAX_URL_BYTES
