@@ -18,16 +18,20 @@ Layouts:
 * ``fp-id``: the link's id is its 64-bit fingerprint (no sequence, no second unique index),
   the known rows read by a second statement;
 * ``fp-id-hashN``: the same, hash-partitioned on the id into N partitions (``--partitions``);
-  the known rows are read one probe per key (each in its own partition).
+  the known rows are read one probe per key, each in its own partition (``--known-by any``:
+  ``id = ANY(keys)``);
+* ``from-file``: the store's schema written by the ``upsert_links`` of another checkout's
+  ``scheduler/store/pg_writes.py`` (``--writes-from FILE``; the same schema version).
 
     python benchmarks/bench_link_layouts.py [--pg postgresql://postgres@127.0.0.1/postgres]
         [--rounds 5] [--batches 30] [--pages-per-batch 16] [--partitions 16,64] [--only a,b]
-        [--insert-only]
+        [--insert-only] [--known-by lateral|any] [--writes-from ../prev/scheduler/store/pg_writes.py]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import time
@@ -61,10 +65,15 @@ _FP_ID_INSERT = (
     "INSERT INTO links (id, url, host, parent_id, depth, anchor_text, context, priority,"
     " pattern_run, redirect_hops, discovered_at) SELECT b.*, %(now)s::float8 FROM "
     + _ARRAYS + " AS b ORDER BY 1 ON CONFLICT (id) DO NOTHING RETURNING id")
-# One probe per key, each in its own partition (a nested loop prunes at run time; id = ANY of
-# the whole array would probe every partition with every key).
-_FP_ID_KNOWN = ("SELECT l.id, l.url FROM unnest(%s::bigint[]) AS k(id) CROSS JOIN LATERAL"
-                " (SELECT id, url FROM links WHERE id = k.id OFFSET 0) AS l")
+# The fp-id layouts' read of the known rows: by default one probe per key, each in its own
+# partition (a nested loop, pruned at run time); with --known-by any, id = ANY(keys), which a
+# partitioned table runs in every partition with every key.
+_FP_ID_KNOWN = {
+    "lateral": ("SELECT l.id, l.url FROM unnest(%s::bigint[]) AS k(id) CROSS JOIN LATERAL"
+                " (SELECT id, url FROM links WHERE id = k.id OFFSET 0) AS l"),
+    "any": "SELECT id, url FROM links WHERE id = ANY(%s::bigint[])",
+}
+KNOWN_BY = "lateral"
 
 
 def page_links(page: int) -> list[NewLink]:
@@ -98,7 +107,7 @@ def fp_id_write(cur: Any, links: list[NewLink], sequence: str) -> None:
     created = {row[0] for row in cur.fetchall()}
     others = [fp for fp in by_fp if fp not in created]
     if others and not INSERT_ONLY:
-        cur.execute(_FP_ID_KNOWN, (pg_writes.number_array(others),))
+        cur.execute(_FP_ID_KNOWN[KNOWN_BY], (pg_writes.number_array(others),))
         cur.fetchall()
 
 
@@ -124,6 +133,14 @@ def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable]]:
     for count in partitions:
         found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write)
     return found
+
+
+def writes_from(path: str) -> Callable:
+    """``store_write`` with the ``upsert_links`` of the pg_writes module at ``path``."""
+    spec = importlib.util.spec_from_file_location("other_pg_writes", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return lambda cur, links, sequence: module.upsert_links(cur, links, time.time(), sequence)
 
 
 def backend_cpu(pid: int) -> float:
@@ -177,13 +194,19 @@ def main() -> None:
     parser.add_argument("--partitions", default="16,64",
                         help="hash partition counts of the fp-id layout ('' for none)")
     parser.add_argument("--only", default="", help="comma-separated layout names")
+    parser.add_argument("--writes-from", default="",
+                        help="another checkout's pg_writes.py: a layout 'from-file' writes with it")
+    parser.add_argument("--known-by", choices=sorted(_FP_ID_KNOWN), default="lateral",
+                        help="how the fp-id layouts read the known rows")
     parser.add_argument("--insert-only", action="store_true",
                         help="the fp-id layouts write without reading the known rows")
     args = parser.parse_args()
-    global INSERT_ONLY
-    INSERT_ONLY = args.insert_only
+    global INSERT_ONLY, KNOWN_BY
+    INSERT_ONLY, KNOWN_BY = args.insert_only, args.known_by
     counts = [int(n) for n in args.partitions.split(",") if n]
     chosen = layouts(counts)
+    if args.writes_from:
+        chosen["from-file"] = ([], writes_from(args.writes_from))
     if args.only:
         chosen = {name: chosen[name] for name in args.only.split(",")}
     admin = psycopg2.connect(args.pg)
