@@ -271,7 +271,8 @@ class PostgresStore(SqlCrawlStore):
     def autocommit(self) -> Iterator[None]:
         """Within: every statement is its own transaction, so a call costs no BEGIN and COMMIT
         round trips. Only for calls whose statements are each safe alone: ``get_link``,
-        ``add_links`` (ids, then one upsert, then a read of the rows it left alone) and
+        ``add_links`` (one insert that also reads the rows it left alone; then, rarely, a
+        priority that rises and a read of rows committed meanwhile) and
         ``record_fetch_once``. Holds the store's lock (other threads wait)."""
         with self._lock:
             outer, self._autocommit_owner = self._autocommit_owner, threading.get_ident()
