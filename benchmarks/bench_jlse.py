@@ -4,7 +4,8 @@
   ``--vertices`` vertices, median and p95 CPU ms per page (target median < 5 ms), with the
   default (capped, approximate) link search and with the exact one; side by side with it (pages
   in turn), the default ``jlse`` strategy's ``score_links`` (the evaluator's evidence times the
-  link-text factor); the capped search alone, compiled (numba) and in numpy steps;
+  link-text factor), and the same with ``link_outcomes`` on (its model learnt from 2,000
+  followed links); the capped search alone, compiled (numba) and in numpy steps;
 - the approximation: how often the capped search picks the exact search's best vertex
   (agreement) and the mean relative score it loses, s_exact(v*) vs s(v chosen);
 - pages whose links repeat (site navigation): the same, with ``--repeat-share`` of each page's
@@ -231,15 +232,31 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
     pages, strategy_pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
                                            for _ in range(args.pages)] for _ in range(3))
     defaults = Settings()
-    strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table),
-                                 section_links=defaults.section_links,
-                                 link_text_relevance=link_text_relevance(rng, words),
-                                 link_text_weight=defaults.link_text_weight,
-                                 relevance_exponent=defaults.relevance_exponent,
-                                 site_optimism=defaults.site_optimism)
+    text_model = link_text_relevance(rng, words)
+
+    def default_strategy(link_outcomes: bool) -> LearnedTunnelling:
+        strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table),
+                                     section_links=defaults.section_links,
+                                     link_text_relevance=text_model,
+                                     link_text_weight=defaults.link_text_weight,
+                                     relevance_exponent=defaults.relevance_exponent,
+                                     site_optimism=defaults.site_optimism,
+                                     redirect_waste=defaults.redirect_waste,
+                                     link_outcomes=link_outcomes)
+        if link_outcomes:  # the anchors a crawl of 2,000 pages followed, half to relevant pages
+            followed = link_triples(rng, words, 2000, args.zipf_offset)
+            for i, anchor in enumerate(followed[0]):
+                strategy.observe_followed_link(anchor, float(i % 2))
+        return strategy
+
+    with_outcomes_pages = [link_triples(rng, words, args.links, args.zipf_offset)
+                              for _ in range(args.pages)]
     # The evaluator and the default strategy side by side; no cache shared (pages all new).
     default = side_by_side({"capped": (JLSEEvaluator(anchors, lambda: table), pages),
-                            "strategy": (strategy, strategy_pages)})
+                            "strategy": (default_strategy(defaults.link_outcomes),
+                                         strategy_pages),
+                            "strategy_with_outcomes": (default_strategy(True),
+                                                       with_outcomes_pages)})
     result = {
         "vertices": args.vertices, "links_per_page": args.links, "pages": args.pages,
         "zipf_offset": args.zipf_offset, "max_postings": list(table.index.caps),
@@ -251,6 +268,7 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
         "repeat_share": args.repeat_share,
         "repeated": page_times(JLSEEvaluator(anchors, lambda: table), site_pages(rng, words, args)),
         "strategy": default["strategy"],
+        "strategy_with_outcomes": default["strategy_with_outcomes"],
     }
     if args.memory:
         result["build_peak_mb"] = build_memory_mb(triples, graph)
@@ -294,7 +312,9 @@ def report(evaluation: dict) -> None:
           f"{e['repeated']['median_ms']} ms, p95 {e['repeated']['p95_ms']} ms")
     print(f"  the default jlse strategy's score_links (the evaluator's evidence x the link-text "
           f"factor, KDE-NB over anchor + context): median {e['strategy']['median_ms']} ms, "
-          f"p95 {e['strategy']['p95_ms']} ms")
+          f"p95 {e['strategy']['p95_ms']} ms; with link_outcomes on (side by side): median "
+          f"{e['strategy_with_outcomes']['median_ms']} ms, "
+          f"p95 {e['strategy_with_outcomes']['p95_ms']} ms")
     memory = f", peak memory {e['build_peak_mb']} MB" if "build_peak_mb" in e else ""
     print(f"build_qtable of {e['vertices']:,} vertices: {e['build_qtable_s']} s{memory}")
 

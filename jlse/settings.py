@@ -154,6 +154,9 @@ class Settings:
     # jlse: a link's priority x its URL shape's pages per request, a redirect counting 1/2
     # (its target: a second request) or 0 (a target already known) (models/redirect_waste.py)
     redirect_waste: bool = True
+    # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
+    # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
+    link_outcomes: bool = False
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link

@@ -31,7 +31,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from jlse.models.link_tokens import link_texts
+from jlse.models.link_outcomes import LinkOutcomes
+from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
@@ -107,6 +108,11 @@ class Strategy(ABC):
         """Called once per parsed page before ``score_links`` (``url`` and its out-links are
         canonical); a strategy that learns from the pages it sees (``cfc``) keeps what it
         needs, the others ignore it."""
+        return None
+
+    def observe_followed_link(self, anchor_text: str, relevance: float | None) -> None:
+        """Called once per parsed page with the anchor of the link the crawl followed to it and
+        the page's relevance; a strategy that learns which links pay (``jlse``) keeps it."""
         return None
 
     def score_links_and_sites(self, page_relevance: float | None, depth: int,
@@ -268,7 +274,7 @@ class LearnedTunnelling(JointLinkSimilarity):
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
                  site_optimism: float | None = None, redirect_waste: bool = False,
-                 **base: Any) -> None:
+                 link_outcomes: bool = False, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
@@ -279,6 +285,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
         self.redirects = RedirectWaste() if redirect_waste else None
         self.redirects_at_pop = False  # True: the runner applies them (lift_at_pop)
+        self.outcomes = LinkOutcomes() if link_outcomes else None
 
     @property
     def explores_sites(self) -> bool:
@@ -309,6 +316,12 @@ class LearnedTunnelling(JointLinkSimilarity):
             link.priority = min(1.0, link.priority * float(lift))
             if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
                 link.priority = max(link.priority, weight)  # a probe: fetched soon
+
+    def observe_followed_link(self, anchor_text: str, relevance: float | None) -> None:
+        if self.outcomes is not None and relevance is not None:
+            # the page's weight as a soft label: a page the classifier is less sure of
+            # teaches less, as it passes less to its own links
+            self.outcomes.observe(text_tokens(anchor_text), min(1.0, self.page_weight(relevance)))
 
     def observe_request(self, url: str, waste: float) -> None:
         if self.redirects is not None:
@@ -350,13 +363,23 @@ class LearnedTunnelling(JointLinkSimilarity):
         relevance = self.page_weight(page_relevance)
         weights = np.full(len(urls), relevance)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
-            text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
+            text = self._link_text(anchors, contexts)
             weights *= 1.0 - self.link_text_weight + self.link_text_weight * text
         priorities = weights * np.maximum(sim_anchor, sim_predicted)
         if self.sites is None or relevance <= 0 or not page_url:
             return priorities, None
         page_site = site_of(page_url)
         return priorities, np.array([int(site_of(url) != page_site) for url in urls])
+
+
+    def _link_text(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """P(relevant | each link's anchor + context): the samples' link-text model, with the
+        crawl's own link outcomes (``models.link_outcomes``) once they can tell."""
+        text = np.asarray(self.link_text_relevance(anchors, contexts), dtype=float)
+        if self.outcomes is None:
+            return text
+        learnt = self.outcomes.relevance(anchor_tokens(anchors))
+        return text if learnt is None else (text + learnt) / 2
 
 
 class BayesContext(Strategy):

@@ -62,7 +62,8 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        relevance_exponent=settings.relevance_exponent,
                        site_optimism=(None if settings.site_optimism < 0
                                       else settings.site_optimism),
-                       redirect_waste=settings.redirect_waste, **base)
+                       redirect_waste=settings.redirect_waste,
+                       link_outcomes=settings.link_outcomes, **base)
         return cls(evaluator, **base)
 
     return build

@@ -268,6 +268,8 @@ class PagePipeline:
             if relevance >= self.settings.relevance_threshold:
                 record.is_target = bool(self.model.is_target(page.stats))
         record.relevance = relevance
+        if task.anchor_text:
+            self.strategy.observe_followed_link(task.anchor_text, relevance)
         self.strategy.observe_page(task.url, text, relevance, [link.url for link in page.links])
         floor = self.strategy.section_link_floor(relevance)  # see workers/section_links.py
         if self.strategy.should_expand(relevance, record.is_target):
