@@ -143,8 +143,9 @@ class Settings:
     bm25_b: float = 0.75
     field_weights: list[float] = field(default_factory=lambda: [0.5, 0.2, 0.3])
     tunnel_weight: float = 0.0  # jlse: the relevance a page judged irrelevant passes on
-    # jlse: a link's priority x (1 - w + w x P(relevant | its anchor + context)); 0 = off
-    link_text_weight: float = 0.7
+    # jlse: a link's priority x (1 - w + w x P(relevant | its anchor + context)); 0 = off; 1 (the
+    # default): x P(relevant | its anchor + context) itself (0.7 until issue 27's fourth round)
+    link_text_weight: float = 1.0
     # jlse: a page judged relevant passes r ** relevance_exponent to its links (1 = r itself)
     relevance_exponent: float = 4.0
     # jlse: the optimism c of the site bandit (models/site_harvest.py: a link to another site

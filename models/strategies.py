@@ -243,17 +243,17 @@ class LearnedTunnelling(JointLinkSimilarity):
     settings: a page the classifier is less sure of leads less; the pages it takes for relevant
     by mistake score lower than the ones it is right about) and r = ``tunnel_weight`` (default
     0) on one judged irrelevant; t(i) = P(relevant | anchor + context of link i) by the topic's
-    link-text model, w = ``link_text_weight`` (0.7 in the settings): among a relevant listing's links,
-    whose anchors the anchor model mostly leaves at its floor and whose URLs look alike to the
-    Q-table, the ones whose own text is off the topic (a cross-post from another group) wait.
+    link-text model, w = ``link_text_weight`` (1 in the settings: the factor is t(i) itself):
+    among a relevant listing's links, whose anchors the anchor model mostly leaves at its floor
+    and whose URLs look alike to the Q-table, the ones whose own text is off the topic (a
+    cross-post from another group, another topic's story in a mixed markets section) wait.
     On a relevant page the links to more of its section (``jlse.workers.section_links``: a
     listing's next pages; a target page, otherwise not expanded (the paper's rule), gives its
     up-links) get at least ``section_links`` x r, so a site reached through one of its
     articles is entered and a relevant listing is read to its end.
     Irrelevant pages are expanded too, but their links wait below every link of a relevant page
-    (the lowest of which is about ``relevance_threshold`` ** γ x the anchor floor x (1 - w),
-    0.0002):
-    they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
+    (at 0, where a relevant page's are at least ``relevance_threshold`` ** γ x the anchor floor
+    x t(i) > 0): they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
     of a relevant page with the anchor floor (1.0 x 0.01): on the real-text web the crawl left

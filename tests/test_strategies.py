@@ -185,7 +185,7 @@ def test_jlse_weighs_each_link_by_its_own_text() -> None:
 
 def test_link_text_model_reaches_jlse_only(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(), phone_model)
-    assert jlse.link_text_weight == 0.7
+    assert jlse.link_text_weight == 1.0
     assert jlse.link_text_relevance == phone_model.link_text_relevance
     anchors, contexts = ["the best smartphone", "pasta recipe"], ["camera review", "cooking at home"]
     on, off = jlse.link_text_relevance(anchors, contexts)
