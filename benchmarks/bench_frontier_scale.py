@@ -249,14 +249,18 @@ def run_interleaved(shards: int, args: argparse.Namespace) -> dict:
                     side["done"][batch].append(done)
     by_batch = {batch: {side["shards"]: combine(side["done"][batch]) for side in sides}
                 for batch in args.fetch_batch}
+    for batch, crawled in by_batch.items():  # each turn's pair: how much the ratio moves
+        crawled["turns"] = [[one["redis_cpu_us_per_page"], many["redis_cpu_us_per_page"]]
+                            for one, many in zip(sides[0]["done"][batch],
+                                                 sides[1]["done"][batch], strict=True)]
     for batch, crawled in by_batch.items():
         print(f"interleaved, fetch_batch {batch}: "
               + "; ".join(f"{count} shard(s) {json.dumps(figures)}"
                           for count, figures in crawled.items()), flush=True)
     first = by_batch[args.fetch_batch[0]]
     return {"shards": shards, "code": "interleaved",
-            "redis_cpu_us_per_page": {count: figures["redis_cpu_us_per_page"]
-                                      for count, figures in first.items()},
+            "redis_cpu_us_per_page": {count: first[count]["redis_cpu_us_per_page"]
+                                      for count in (1, shards)},
             "by_batch": by_batch}
 
 
@@ -644,13 +648,15 @@ def interleaved_ceiling(shards: int, spread: dict, interleaved: dict) -> str:
     one, many = interleaved[1], interleaved[shards]
     ratio = one["redis_cpu_us_per_page"] / (many["redis_cpu_us_per_page"] * busiest)
     interleaved["derived_ratio"] = round(ratio, 3)
+    turns = sorted(one_us / (many_us * busiest) for one_us, many_us in interleaved["turns"])
     return (f"Redis ceiling, {shards} shards / 1 shard, one master per machine, "
             f"interleaved: {ratio:.2f}x ({one['redis_cpu_us_per_page']} µs per page for 1 "
             f"shard, {many['redis_cpu_us_per_page']} for {shards} on one node, by turns; the "
             f"busiest master's share {busiest:.3f}; PUSH requests per page "
             f"{one['push_calls_per_page']} / {many['push_calls_per_page']}; dispatcher CPU µs "
             f"per page {one['dispatcher_cpu_us_per_page']} / "
-            f"{many['dispatcher_cpu_us_per_page']})")
+            f"{many['dispatcher_cpu_us_per_page']}; turn by turn {turns[0]:.2f}-{turns[-1]:.2f}"
+            f"x, median {turns[len(turns) // 2]:.2f}x)")
 
 
 if __name__ == "__main__":
