@@ -255,8 +255,8 @@ def run_interleaved(shards: int, args: argparse.Namespace) -> dict:
                                                  sides[1]["done"][batch], strict=True)]
     for batch, crawled in by_batch.items():
         print(f"interleaved, fetch_batch {batch}: "
-              + "; ".join(f"{count} shard(s) {json.dumps(figures)}"
-                          for count, figures in crawled.items()), flush=True)
+              + "; ".join(f"{count} shard(s) {json.dumps(crawled[count])}"
+                          for count in (1, shards)), flush=True)
     first = by_batch[args.fetch_batch[0]]
     return {"shards": shards, "code": "interleaved",
             "redis_cpu_us_per_page": {count: first[count]["redis_cpu_us_per_page"]
