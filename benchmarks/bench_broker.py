@@ -10,6 +10,11 @@ RabbitMQ: the beam.smp process's /proc stat, the whole server), the publisher's 
 consumer's CPU µs (this process's thread time for each phase).
 
     .venv/bin/python benchmarks/bench_broker.py [--tasks 5000] [--amqp amqp://guest:guest@127.0.0.1:5672//]
+        [--batch N ...]
+
+``--batch N ...`` publishes instead, through RabbitMQ only, the tasks N to a message as the
+dispatcher does with ``fetch_batch`` N (``jlse.fetch_batch``, N URLs a message; 1: a
+``jlse.fetch`` each), the values by turns, 3 rounds; CPU µs per URL.
 
 Results: benchmarks/results/broker.json.
 """
@@ -39,9 +44,11 @@ def beam_cpu() -> float:
     return total
 
 
-def run(broker: str, tasks: int, server_cpu, before_shards: bool = False) -> dict:
+def run(broker: str, tasks: int, server_cpu, before_shards: bool = False,
+        batch: int = 1) -> dict:
     """``before_shards``: publish as the dispatcher did before (a "task-sent" event per task,
-    Celery's saferepr of the arguments)."""
+    Celery's saferepr of the arguments); ``batch`` > 1: ``batch`` tasks a ``jlse.fetch_batch``
+    message, as the dispatcher sends them with ``fetch_batch``."""
     os.environ["CELERY_BROKER_URL"] = broker
     os.environ["JLSE_KEY_PREFIX"] = f"jlsebroker{uuid.uuid4().hex[:6]}:"
     import importlib
@@ -57,10 +64,19 @@ def run(broker: str, tasks: int, server_cpu, before_shards: bool = False) -> dic
 
     with app.connection_for_write() as conn:  # declare the queue before publishing
         Queue(queue, channel=conn.default_channel).declare()
+    messages = tasks // batch
+    chunk = [dict(TASK, url_id=TASK["url_id"] + i, lease=str(123456789 + i))
+             for i in range(batch)]
     before, started = server_cpu(), time.thread_time()
-    for _ in range(tasks):
-        app.send_task("jlse.fetch", args=["crawl", TASK], queue=queue, **options)
+    for _ in range(messages):
+        if batch == 1:
+            app.send_task("jlse.fetch", args=["crawl", TASK], queue=queue, **options)
+        else:  # as jlse.cluster.run_dispatcher's send_batch
+            app.send_task("jlse.fetch_batch", args=["crawl", chunk], queue=queue,
+                          argsrepr=f"('crawl', {batch} URLs from {TASK['url']!r})",
+                          kwargsrepr="{}")
     published = time.thread_time() - started
+    tasks = messages * batch
     received = 0
 
     def on_message(body, message) -> None:
@@ -72,12 +88,12 @@ def run(broker: str, tasks: int, server_cpu, before_shards: bool = False) -> dic
     with app.connection_for_read() as conn:
         with conn.Consumer(Queue(queue), callbacks=[on_message], prefetch_count=1,
                            accept=["json"]):
-            while received < tasks:
+            while received < messages:
                 conn.drain_events(timeout=10)
     consumed = time.thread_time() - started
     server = server_cpu() - before
     return {"broker": broker.split("://")[0], "tasks": tasks,
-            "publish": "before shards" if before_shards else "current",
+            "publish": "before shards" if before_shards else "current", "batch": batch,
             "server_cpu_us_per_task": round(1e6 * server / tasks, 1),
             "publisher_cpu_us_per_task": round(1e6 * published / tasks, 1),
             "consumer_cpu_us_per_task": round(1e6 * consumed / tasks, 1)}
@@ -88,7 +104,15 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5000)
     parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672//")
     parser.add_argument("--redis-port", type=int, default=17390)
+    parser.add_argument("--batch", type=int, nargs="+", metavar="N",
+                        help="RabbitMQ only: N tasks a message (fetch_batch), by turns")
     args = parser.parse_args()
+    if args.batch:
+        results = [run(args.amqp, args.tasks, beam_cpu, batch=batch)
+                   for _ in range(3) for batch in args.batch]
+        for result in results:
+            print(json.dumps(result))
+        return
     import redis
 
     subprocess.run(["redis-server", "--port", str(args.redis_port), "--daemonize", "yes",

@@ -22,7 +22,15 @@ memory settings of ``MEMORY_CONFIG``). URLs are synthetic, their hosts Zipf-dist
    pages/s, one dispatcher ``1e6 / (dispatcher µs per page)``.
 
     .venv/bin/python benchmarks/bench_frontier_scale.py --shards 1 3 [--urls 10000000]
-        [--pages 200000] [--hosts 1000000] [--quick] [--interleave K]
+        [--pages 200000] [--hosts 1000000] [--quick] [--interleave K] [--fetch-batch N ...]
+
+``--fetch-batch N`` crawls as a cluster with the setting ``fetch_batch`` N does: the
+dispatcher sends a round's tasks N to a message (``send_batch``), and a simulated worker takes
+a message at a time as ``jlse.fetch_batch`` does (``CrawlContext.process_batch`` and
+``CrawlEngine.write_batch``): the checks before the fetch of each URL, each page's host ledger,
+then the links of every page of the message merged (``merge_links``) in one ``add_new``, then
+each URL's ack. Several values are crawled by turns on the same filled frontier (every layout
+gets the same batches), each with its own figures.
 
 ``--interleave K`` also crawls one shard and the largest ``--shards`` on one cluster node by
 turns, K parts each, after filling both: the machine's load of those minutes falls on both
@@ -43,6 +51,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +64,11 @@ from jlse.scheduler.ledger import domain_keys
 from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.urls import host_of
 from jlse.settings import Settings, apply_overrides
+
+try:
+    from jlse.workers.engine import merge_links
+except ImportError:  # the code before fetch_batch (--baseline)
+    merge_links = None
 
 if hasattr(CrawlRegistry, "shard_count"):
     from jlse.scheduler.redis_client import connect, ensure_memory_config, is_cluster
@@ -211,8 +225,9 @@ class Servers:
 
 def run_interleaved(shards: int, args: argparse.Namespace) -> dict:
     """One shard (a plain Redis) and ``shards`` shards on one cluster node, filled alike, then
-    crawled by turns, ``args.pages / args.interleave`` pages at a time: both see the machine's
-    load of the same minutes, so their ratio does not move with it."""
+    crawled by turns, ``args.pages / args.interleave`` pages at a time (for each of the
+    ``--fetch-batch`` values in turn): both see the machine's load of the same minutes, so
+    their ratio does not move with it."""
     workdir = Path(args.workdir) / "interleaved"
     with Servers(1, args.base_port + 10, workdir / "one") as one_servers, \
             Servers(1, args.base_port + 60, workdir / "many", cluster=True) as many_servers:
@@ -223,17 +238,53 @@ def run_interleaved(shards: int, args: argparse.Namespace) -> dict:
             urls = Urls(args.hosts, args.zipf)
             fill(registry, servers, urls, args.urls, settings)
             sides.append({"shards": count, "parts": (registry, servers, urls, settings),
-                          "next_id": args.urls, "pages": 0, "redis_us": 0.0})
+                          "next_id": args.urls, "done": {b: [] for b in args.fetch_batch}})
         chunk = argparse.Namespace(**dict(vars(args), pages=args.pages // args.interleave))
         for _ in range(args.interleave):
-            for side in sides:
-                done = crawl(*side["parts"][:3], chunk, side["parts"][3], side["next_id"])
-                side["next_id"] = done["next_id"]
-                side["pages"] += done["pages"]
-                side["redis_us"] += done["redis_cpu_us_per_page"] * done["pages"]
-    figures = {side["shards"]: round(side["redis_us"] / side["pages"], 1) for side in sides}
-    print(f"interleaved, Redis CPU µs per page: {figures}", flush=True)
-    return {"shards": shards, "code": "interleaved", "redis_cpu_us_per_page": figures}
+            for batch in args.fetch_batch:
+                for side in sides:
+                    done = crawl(*side["parts"][:3], chunk, side["parts"][3], side["next_id"],
+                                 batch=batch)
+                    side["next_id"] = done["next_id"]
+                    side["done"][batch].append(done)
+    by_batch = {batch: {side["shards"]: combine(side["done"][batch]) for side in sides}
+                for batch in args.fetch_batch}
+    for batch, crawled in by_batch.items():  # each turn's pair: how much the ratio moves
+        crawled["turns"] = [[one["redis_cpu_us_per_page"], many["redis_cpu_us_per_page"]]
+                            for one, many in zip(sides[0]["done"][batch],
+                                                 sides[1]["done"][batch], strict=True)]
+    for batch, crawled in by_batch.items():
+        print(f"interleaved, fetch_batch {batch}: "
+              + "; ".join(f"{count} shard(s) {json.dumps(crawled[count])}"
+                          for count in (1, shards)), flush=True)
+    first = by_batch[args.fetch_batch[0]]
+    return {"shards": shards, "code": "interleaved",
+            "redis_cpu_us_per_page": {count: first[count]["redis_cpu_us_per_page"]
+                                      for count in (1, shards)},
+            "by_batch": by_batch}
+
+
+def combine(parts: list[dict]) -> dict:
+    """The figures of several ``crawl`` calls of one layout and batch, as if one crawl."""
+    pages = sum(part["pages"] for part in parts)
+    seconds = sum(part["seconds"] for part in parts)
+
+    def per_page(key: str, digits: int = 1) -> float:
+        return round(sum(part[key] * part["pages"] for part in parts) / pages, digits)
+
+    per_node = [round(sum(part["redis_cpu_us_per_node"][i] * part["pages"] for part in parts)
+                      / pages, 1) for i in range(len(parts[0]["redis_cpu_us_per_node"]))]
+    dispatcher_us = per_page("dispatcher_cpu_us_per_page")
+    return {"pages": pages, "fetch_batch": parts[0]["fetch_batch"],
+            "messages": sum(part["messages"] for part in parts),
+            "push_calls_per_page": per_page("push_calls_per_page", 3),
+            "seconds": round(seconds, 1), "pages_per_s_here": round(pages / seconds, 1),
+            "redis_cpu_us_per_page": round(sum(per_node), 1), "redis_cpu_us_per_node": per_node,
+            "dispatcher_cpu_us_per_page": dispatcher_us,
+            "worker_client_cpu_us_per_page": per_page("worker_client_cpu_us_per_page"),
+            "ceiling_pages_per_s": round(1e6 / max(per_node)) if max(per_node) > 0 else None,
+            "dispatcher_ceiling_pages_per_s": round(1e6 / dispatcher_us) if dispatcher_us
+            else None}
 
 
 def register(registry: CrawlRegistry, shards: int, args: argparse.Namespace) -> Settings:
@@ -292,29 +343,52 @@ def seen_share(registry: CrawlRegistry, sample: int = 512) -> float:
 
 
 def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.Namespace,
-          settings: Settings, next_id: int | None = None) -> dict:
+          settings: Settings, next_id: int | None = None, batch: int = 1) -> dict:
+    """``args.pages`` pages of the crawl, the dispatcher sending ``batch`` tasks a message
+    (``fetch_batch``; 1: a task a message, as before batches)."""
     frontier = registry.frontier(CRAWL, settings)
     shards = getattr(settings, "frontier_shards", 1)
     try:
         ledger = RedisHostLedger(registry, CRAWL, shards)
     except TypeError:  # --baseline
         ledger = RedisHostLedger(registry, CRAWL)
-    sent: list[dict] = []
-    dispatcher = Dispatcher(registry, lambda crawl_id, task: sent.append(task))
+    sent: list[list[dict]] = []  # the round's messages, each a task or a batch's tasks
+    if batch > 1:
+        dispatcher = Dispatcher(registry, lambda crawl_id, task: sent.append([task]),
+                                send_batch=lambda crawl_id, tasks: sent.append(list(tasks)))
+        state = dispatcher._crawl(CRAWL)  # the crawl's fetch_batch, as if registered with it
+        state.settings = replace(state.settings, fetch_batch=batch)
+    else:
+        dispatcher = Dispatcher(registry, lambda crawl_id, task: sent.append([task]))
     digest = dispatcher._crawl(CRAWL).config_sha1
     next_id = args.urls if next_id is None else next_id
+    pushes = [0]  # add_new calls, each a PUSH request per shard its URLs reach
+    count_push = count_push_requests(frontier, pushes)
 
-    def work(body: dict, first_id: int) -> None:
-        """One page, as a worker does it (its links drawn with a generator of its own)."""
-        task = LeasedTask.from_dict(body)
-        task_start(registry, digest, task, shards)
-        links = page_links(urls, task, first_id, args, random.Random(first_id))
-        hosts = sorted({host_of(link.url) for link in links})
-        ledger.fetch_counts(host_of(task.url), hosts + [k for h in hosts for k in domain_keys(h)])
-        frontier.add_new(links)
-        frontier.finish(task, deltas={"fetched": 1, "relevant": 1})
+    def work(bodies: list[dict], first_id: int) -> None:
+        """One message, as a worker process does it (``jlse.fetch`` / ``jlse.fetch_batch``):
+        the checks before each fetch, then each page's host ledger, the links of every page
+        in one push, each URL's ack. A page's links are drawn with a generator of its own."""
+        tasks = [LeasedTask.from_dict(body) for body in bodies]
+        for task in tasks:
+            task_start(registry, digest, task, shards)
+        found = []
+        for i, task in enumerate(tasks):
+            page_first = first_id + i * args.new_links
+            links = page_links(urls, task, page_first, args, random.Random(page_first))
+            hosts = sorted({host_of(link.url) for link in links})
+            ledger.fetch_counts(host_of(task.url),
+                                hosts + [k for h in hosts for k in domain_keys(h)])
+            found.append(links)
+        merged = found[0] if len(found) == 1 else merge_links(
+            [link for links in found for link in links])
+        count_push(merged)
+        frontier.add_new(merged)
+        for task in tasks:
+            frontier.finish(task, deltas={"fetched": 1, "relevant": 1})
 
     pages = dispatcher_cpu = 0.0
+    messages = 0
     cpu_before, wall, process_cpu = servers.cpu(), time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(args.threads) as pool:
         while pages < args.pages:
@@ -323,10 +397,12 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
             dispatcher_cpu += time.thread_time() - started
             if not sent:
                 break
-            first_ids = range(next_id, next_id + len(sent) * args.new_links, args.new_links)
-            list(pool.map(work, sent, first_ids))
-            next_id += len(sent) * args.new_links
-            pages += len(sent)
+            sizes = [len(message) for message in sent]
+            starts = np.cumsum([0] + sizes[:-1]) * args.new_links + next_id
+            list(pool.map(work, sent, [int(first) for first in starts]))
+            next_id += sum(sizes) * args.new_links
+            pages += sum(sizes)
+            messages += len(sent)
             sent.clear()
     wall = time.perf_counter() - wall
     worker_cpu = time.process_time() - process_cpu - dispatcher_cpu
@@ -334,14 +410,28 @@ def crawl(registry: CrawlRegistry, servers: Servers, urls: Urls, args: argparse.
     per_node = [round(1e6 * (b - a) / pages, 1) for a, b in zip(cpu_before, cpu_after,
                                                                   strict=True)]
     redis_us = sum(per_node)
-    return {"pages": int(pages), "next_id": next_id, "seconds": round(wall, 1),
-            "pages_per_s_here": round(pages / wall, 1),
+    return {"pages": int(pages), "next_id": next_id, "fetch_batch": batch,
+            "messages": messages, "push_calls_per_page": round(pushes[0] / pages, 3),
+            "seconds": round(wall, 1), "pages_per_s_here": round(pages / wall, 1),
             "redis_cpu_us_per_page": round(redis_us, 1), "redis_cpu_us_per_node": per_node,
             "dispatcher_cpu_us_per_page": round(1e6 * dispatcher_cpu / pages, 1),
             "worker_client_cpu_us_per_page": round(1e6 * worker_cpu / pages, 1),
             # the busiest node saturates first: pages/s x its µs per page = 1e6 µs/s
             "ceiling_pages_per_s": round(1e6 / max(per_node)) if max(per_node) > 0 else None,
             "dispatcher_ceiling_pages_per_s": round(pages / dispatcher_cpu)}
+
+
+def count_push_requests(frontier: object, pushes: list[int]):
+    """A counter of the PUSH requests an ``add_new`` of these links makes: one per shard its
+    URLs reach (``ShardedFrontier``), one on a frontier before shards."""
+    if not hasattr(frontier, "shard_index"):
+        def count(links: list) -> None:
+            pushes[0] += 1 if links else 0
+        return count
+
+    def count(links: list) -> None:
+        pushes[0] += len({frontier.shard_index(link.url) for link in links})
+    return count
 
 
 def page_links(urls: Urls, task: LeasedTask, next_id: int, args: argparse.Namespace,
@@ -376,10 +466,30 @@ def run(shards: int, args: argparse.Namespace, one_node: bool = False) -> dict:
         urls = Urls(args.hosts, args.zipf)
         filled = fill(registry, servers, urls, args.urls, settings)
         print(f"{shards} shard(s) fill: {json.dumps(filled)}", flush=True)
-        crawled = crawl(registry, servers, urls, args, settings)
-        print(f"{shards} shard(s) crawl: {json.dumps(crawled)}", flush=True)
-        return {"shards": shards, "fill": filled, "crawl": crawled,
-                "host_window": getattr(settings, "host_window", None)}
+        by_batch = crawl_batches(registry, servers, urls, args, settings)
+        for crawled in by_batch.values():
+            print(f"{shards} shard(s) crawl: {json.dumps(crawled)}", flush=True)
+        return {"shards": shards, "fill": filled, "crawl": by_batch[args.fetch_batch[0]],
+                "by_batch": by_batch, "host_window": getattr(settings, "host_window", None)}
+
+
+def crawl_batches(registry: CrawlRegistry, servers: Servers, urls: Urls,
+                  args: argparse.Namespace, settings: Settings) -> dict[int, dict]:
+    """``crawl`` with each ``--fetch-batch`` value: one alone in one go, several by turns
+    (``--interleave`` parts each, or one), so each sees the machine's load alike."""
+    if len(args.fetch_batch) == 1:
+        return {args.fetch_batch[0]: crawl(registry, servers, urls, args, settings,
+                                           batch=args.fetch_batch[0])}
+    turns = max(args.interleave, 1)
+    chunk = argparse.Namespace(**dict(vars(args), pages=args.pages // turns))
+    done: dict[int, list[dict]] = {batch: [] for batch in args.fetch_batch}
+    next_id = args.urls
+    for _ in range(turns):
+        for batch in args.fetch_batch:
+            part = crawl(registry, servers, urls, chunk, settings, next_id, batch=batch)
+            next_id = part["next_id"]
+            done[batch].append(part)
+    return {batch: combine(parts) for batch, parts in done.items()}
 
 
 def baseline_tree(ref: str) -> Path:
@@ -444,7 +554,18 @@ def main() -> None:
                              "turns, in K parts each (a ratio the machine's load does not move)")
     parser.add_argument("--no-one-node", action="store_true",
                         help="skip the runs with every shard on one node (the derived ceiling)")
+    parser.add_argument("--fetch-batch", type=int, nargs="+", default=[1], metavar="N",
+                        help="URLs per fetch message (the setting fetch_batch); several values "
+                             "are crawled by turns, each layout with every value")
     args = parser.parse_args()
+    if any(not 1 <= batch <= 64 for batch in args.fetch_batch):
+        parser.error("--fetch-batch: 1 to 64 (the setting's range)")
+    if max(args.fetch_batch) > 1 and merge_links is None:
+        parser.error("--fetch-batch: this code has no fetch_batch")
+    if args.outstanding < 2 * args.threads * max(args.fetch_batch):
+        print(f"note: --outstanding {args.outstanding} < 2 x {args.threads} threads x "
+              f"fetch_batch {max(args.fetch_batch)}: rounds give some threads no message",
+              flush=True)
     if args.quick:
         args.urls, args.pages, args.hosts = 1_000_000, 20_000, 100_000
     results = [run_baseline(args)] if args.baseline else []
@@ -460,56 +581,82 @@ def main() -> None:
     Path(args.out).write_text(json.dumps({"args": vars(args), "runs": results}, indent=2))
 
 
+def batches_of(run_: dict) -> dict:
+    """A run's crawl figures per fetch_batch (a --baseline child's: its one crawl)."""
+    return run_.get("by_batch") or {run_["crawl"].get("fetch_batch", 1): run_["crawl"]}
+
+
 def report(results: list[dict], interleaved: dict | None = None) -> None:
-    print(f"{'code':10} {'shards':>6} {'B/known URL':>11} {'seen B/URL':>10} "
-          f"{'Redis µs/page':>13} {'dispatcher µs':>13} {'ceiling p/s':>11}")
+    print(f"{'code':10} {'shards':>6} {'batch':>5} {'B/known URL':>11} {'seen B/URL':>10} "
+          f"{'PUSH/page':>9} {'Redis µs/page':>13} {'dispatcher µs':>13} {'ceiling p/s':>11}")
     for run_ in results:
-        fill_, crawl_ = run_["fill"], run_["crawl"]
-        print(f"{run_['code']:10} {run_['shards']:>6} {fill_['bytes_per_known_url']:>11} "
-              f"{fill_['seen_bytes_per_url']:>10} {crawl_['redis_cpu_us_per_page']:>13} "
-              f"{crawl_['dispatcher_cpu_us_per_page']:>13} {crawl_['ceiling_pages_per_s']:>11}")
+        fill_ = run_["fill"]
+        for batch, crawl_ in batches_of(run_).items():
+            print(f"{run_['code']:10} {run_['shards']:>6} {batch:>5} "
+                  f"{fill_['bytes_per_known_url']:>11} {fill_['seen_bytes_per_url']:>10} "
+                  f"{crawl_.get('push_calls_per_page', ''):>9} "
+                  f"{crawl_['redis_cpu_us_per_page']:>13} "
+                  f"{crawl_['dispatcher_cpu_us_per_page']:>13} "
+                  f"{crawl_['ceiling_pages_per_s']:>11}")
     one = next((r for r in results if r["shards"] == 1 and r["code"] == "current"), None)
     for run_ in results:
         if run_["shards"] == 1 or run_["code"] != "current":
             continue
-        if one is not None:
-            ratio = run_["crawl"]["ceiling_pages_per_s"] / one["crawl"]["ceiling_pages_per_s"]
-            print(f"Redis ceiling, {run_['shards']} shards / 1 shard, measured with the "
-                  f"{run_['shards']} masters on this machine's 2 cores: {ratio:.2f}x")
-            alone = next((r for r in results if r["code"] == "one node"
-                          and r["shards"] == run_["shards"]), None)
-            if alone is not None:
-                print(derived_ceiling(one, run_, alone))
-        if interleaved is not None and interleaved["shards"] == run_["shards"]:
-            print(interleaved_ceiling(run_, interleaved))
+        for batch, crawl_ in batches_of(run_).items():
+            with_batch = f"fetch_batch {batch}: "
+            if one is not None and batch in batches_of(one):
+                ratio = crawl_["ceiling_pages_per_s"] / \
+                    batches_of(one)[batch]["ceiling_pages_per_s"]
+                print(f"{with_batch}Redis ceiling, {run_['shards']} shards / 1 shard, measured "
+                      f"with the {run_['shards']} masters on this machine's 2 cores: "
+                      f"{ratio:.2f}x")
+                alone = next((r for r in results if r["code"] == "one node"
+                              and r["shards"] == run_["shards"]), None)
+                if alone is not None:
+                    print(with_batch + derived_ceiling(batches_of(one)[batch], run_["shards"],
+                                                       crawl_, batches_of(alone)[batch]))
+            if interleaved is not None and interleaved["shards"] == run_["shards"]:
+                print(with_batch + interleaved_ceiling(
+                    run_["shards"], crawl_, interleaved["by_batch"][batch]))
 
 
-def derived_ceiling(one: dict, spread: dict, alone: dict) -> str:
+def busiest_share(spread: dict) -> float:
+    """The busiest master's share of the Redis work of a crawl spread over its masters."""
+    per_node = spread["redis_cpu_us_per_node"]
+    return max(per_node) / sum(per_node)
+
+
+def derived_ceiling(one: dict, shards: int, spread: dict, alone: dict) -> str:
     """The ceiling of ``spread``'s masters, each on a machine of its own: its shards' Redis CPU
     per page measured without other Redis processes on the cores (``alone``: every shard on
-    one node), split between the masters as measured (``spread``)."""
-    per_node = spread["crawl"]["redis_cpu_us_per_node"]
-    busiest = max(per_node) / sum(per_node)
-    ceiling = 1e6 / (alone["crawl"]["redis_cpu_us_per_page"] * busiest)
-    ratio = ceiling / one["crawl"]["ceiling_pages_per_s"]
-    spread["crawl"]["derived_ceiling_pages_per_s"] = round(ceiling)
-    return (f"Redis ceiling, {spread['shards']} shards / 1 shard, one master per machine: "
-            f"{ratio:.2f}x ({alone['crawl']['redis_cpu_us_per_page']} µs per page for every "
+    one node), split between the masters as measured (``spread``). Each argument is the
+    figures of one crawl (one fetch_batch)."""
+    busiest = busiest_share(spread)
+    ceiling = 1e6 / (alone["redis_cpu_us_per_page"] * busiest)
+    ratio = ceiling / one["ceiling_pages_per_s"]
+    spread["derived_ceiling_pages_per_s"] = round(ceiling)
+    return (f"Redis ceiling, {shards} shards / 1 shard, one master per machine: "
+            f"{ratio:.2f}x ({alone['redis_cpu_us_per_page']} µs per page for every "
             f"shard on one node, the busiest master's share {busiest:.3f})")
 
 
-
-def interleaved_ceiling(spread: dict, interleaved: dict) -> str:
-    """``derived_ceiling`` from the interleaved runs: 1 shard and every shard on one node, by
-    turns, split between the masters as ``spread`` measured them."""
-    per_node = spread["crawl"]["redis_cpu_us_per_node"]
-    busiest = max(per_node) / sum(per_node)
-    figures = interleaved["redis_cpu_us_per_page"]
-    one, many = figures[1], figures[spread["shards"]]
-    return (f"Redis ceiling, {spread['shards']} shards / 1 shard, one master per machine, "
-            f"interleaved: {one / (many * busiest):.2f}x ({one} µs per page for 1 shard, {many} "
-            f"for {spread['shards']} on one node, by turns; the busiest master's share "
-            f"{busiest:.3f})")
+def interleaved_ceiling(shards: int, spread: dict, interleaved: dict) -> str:
+    """``derived_ceiling`` from the interleaved runs of one fetch_batch: 1 shard and every
+    shard on one node, by turns, split between the masters as ``spread`` (the same batch)
+    measured them."""
+    busiest = busiest_share(spread)
+    one, many = interleaved[1], interleaved[shards]
+    ratio = one["redis_cpu_us_per_page"] / (many["redis_cpu_us_per_page"] * busiest)
+    interleaved["derived_ratio"] = round(ratio, 3)
+    turns = sorted(one_us / (many_us * busiest) for one_us, many_us in interleaved["turns"])
+    return (f"Redis ceiling, {shards} shards / 1 shard, one master per machine, "
+            f"interleaved: {ratio:.2f}x ({one['redis_cpu_us_per_page']} µs per page for 1 "
+            f"shard, {many['redis_cpu_us_per_page']} for {shards} on one node, by turns; the "
+            f"busiest master's share {busiest:.3f}; PUSH requests per page "
+            f"{one['push_calls_per_page']} / {many['push_calls_per_page']}; dispatcher CPU µs "
+            f"per page {one['dispatcher_cpu_us_per_page']} / "
+            f"{many['dispatcher_cpu_us_per_page']}; turn by turn {turns[0]:.2f}-{turns[-1]:.2f}"
+            f"x, median {turns[len(turns) // 2]:.2f}x)")
 
 
 if __name__ == "__main__":

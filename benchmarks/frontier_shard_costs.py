@@ -6,10 +6,12 @@ the round on 8 threads, and reads the node's CPU (INFO) between them: the dispat
 (its ``FIGURES`` and ``DISPATCH`` calls apart), the checks before the fetch (``task_start``),
 the host ledger, the page's links (``add_new``) and the ack (``finish``). A layout is ``Np``
 (N shards on one plain Redis) or ``Nc`` (N shards on one Redis Cluster node, as the derived
-ceiling of ``bench_frontier_scale --interleave`` measures them).
+ceiling of ``bench_frontier_scale --interleave`` measures them), optionally ``:B`` for
+``fetch_batch`` B: the links of B pages (a message's) merged in one ``add_new``, as
+``CrawlEngine.write_batch`` writes them.
 
-    .venv/bin/python benchmarks/frontier_shard_costs.py 1p 3p 3c [--pages 9000] [--parts 3]
-        [--batch-push]
+    .venv/bin/python benchmarks/frontier_shard_costs.py 1p 3p 3c 1p:8 3c:8 [--pages 9000]
+        [--parts 3] [--batch-push]
 
 ``--batch-push`` adds every link of a round in calls of 1,000 (what the page's PUSH requests
 cost beyond their links).
@@ -32,6 +34,7 @@ from jlse.scheduler.dispatcher import Dispatcher
 from jlse.scheduler.ledger import domain_keys
 from jlse.scheduler.redis_frontier import LeasedTask
 from jlse.scheduler.urls import host_of
+from jlse.workers.engine import merge_links
 
 STEPS = ("dispatch", "task_start", "ledger", "add_new", "finish")
 
@@ -82,7 +85,7 @@ def crawl_part(side: dict, args: argparse.Namespace, pool: ThreadPoolExecutor) -
         marks.append(cpu())
         list(pool.map(lambda task, found: count_hosts(ledger, task, found), tasks, links))
         marks.append(cpu())
-        add_links(frontier, links, pool, args.batch_push)
+        add_links(frontier, links, pool, args.batch_push, side["batch"])
         marks.append(cpu())
         list(pool.map(lambda task: frontier.finish(task, deltas={"fetched": 1, "relevant": 1}),
                       tasks))
@@ -107,8 +110,13 @@ def count_hosts(ledger: Any, task: LeasedTask, links: list) -> None:
     ledger.fetch_counts(host_of(task.url), hosts + [k for h in hosts for k in domain_keys(h)])
 
 
-def add_links(frontier: Any, links: list[list], pool: ThreadPoolExecutor, batch: bool) -> None:
+def add_links(frontier: Any, links: list[list], pool: ThreadPoolExecutor, batch: bool,
+              fetch_batch: int = 1) -> None:
     if not batch:
+        if fetch_batch > 1:  # a message's pages' links merged, one push (write_batch)
+            links = [merge_links([link for page in links[start:start + fetch_batch]
+                                  for link in page])
+                     for start in range(0, len(links), fetch_batch)]
         list(pool.map(frontier.add_new, links))
         return
     flat = [link for page in links for link in page]
@@ -117,18 +125,20 @@ def add_links(frontier: Any, links: list[list], pool: ThreadPoolExecutor, batch:
 
 
 def start_side(spec: str, port: int, args: argparse.Namespace, workdir: Path) -> dict:
-    match = re.fullmatch(r"(\d+)([pc])", spec)
+    match = re.fullmatch(r"(\d+)([pc])(?::(\d+))?", spec)
     if match is None:
-        raise SystemExit(f"{spec!r}: a layout is Np or Nc (N shards, plain Redis or cluster)")
+        raise SystemExit(f"{spec!r}: a layout is Np or Nc (N shards, plain Redis or cluster), "
+                         "optionally :B (fetch_batch B)")
     shards, cluster = int(match.group(1)), match.group(2) == "c"
-    servers = bench.Servers(1, port, workdir / spec, cluster=cluster).__enter__()
+    servers = bench.Servers(1, port, workdir / spec.replace(":", "-"),
+                            cluster=cluster).__enter__()
     registry = bench.CrawlRegistry(servers.client, "jlsebench:")
     settings = bench.register(registry, shards, args)
     urls = bench.Urls(args.hosts, args.zipf)
     started = time.perf_counter()
     bench.fill(registry, servers, urls, args.urls, settings)
     print(f"{spec}: filled in {time.perf_counter() - started:.0f} s", flush=True)
-    return {"spec": spec, "servers": servers, "node": servers.nodes()[0], "parts": (registry, servers, urls, settings),
+    return {"spec": spec, "batch": int(match.group(3) or 1), "servers": servers, "node": servers.nodes()[0], "parts": (registry, servers, urls, settings),
             "next_id": args.urls, "pages": 0, "cpu": defaultdict(float)}
 
 
@@ -150,7 +160,8 @@ def report(sides: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("layouts", nargs="+", help="Np or Nc: N shards, plain Redis or cluster")
+    parser.add_argument("layouts", nargs="+", help="Np or Nc: N shards, plain Redis or "
+                        "cluster; Np:B or Nc:B with fetch_batch B")
     parser.add_argument("--pages", type=int, default=9000)
     parser.add_argument("--parts", type=int, default=3)
     parser.add_argument("--urls", type=int, default=1_000_000)

@@ -1,7 +1,7 @@
 """Issue 4's acceptance, as a new user runs it: the cluster make targets, an unseen web, a SIGKILL.
 
     .venv/bin/python scripts/acceptance_cluster.py [--pages 600] [--workers 2] [--seed 2027]
-                                                   [--shards 3]
+                                                   [--shards 3] [--set KEY=VALUE ...]
 
 1. serves a sandbox web the project has never seen (``--seed``) as an HTTP proxy, with its own
    topic directory (seeds + samples) and request log;
@@ -73,6 +73,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency", type=float, default=0.02, help="seconds per response")
     parser.add_argument("--shards", type=int, default=1,
                         help="frontier shards (> 1: a Redis Cluster, RabbitMQ)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a crawl setting (jlse crawl --set), e.g. fetch_batch=8")
     args = parser.parse_args()
     args.frontier = REDIS_URL
     if args.shards > 1:
@@ -140,7 +142,8 @@ def crawl_command(args: argparse.Namespace, topic_dir: Path, store_url: str,
     return [str(ROOT / ".venv/bin/jlse"), "crawl", "--topic", str(topic_dir),
             "--max-pages", str(args.pages), "--strategy", args.strategy,
             "--store", store_url, "--frontier", args.frontier, "--crawl-id", CRAWL_ID, "--json",
-            "--no-progress", "--set", f"proxy={proxy}", "--set", "politeness_delay=0.2"]
+            "--no-progress", "--set", f"proxy={proxy}", "--set", "politeness_delay=0.2",
+            *(option for setting in args.set for option in ("--set", setting))]
     # Lease settings stay at their defaults: the killed worker's URLs come back after
     # worker_lease_seconds (20 s), its heartbeat having stopped.
 
@@ -199,7 +202,7 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str) -> list[str]:
             print(f"  {summary['reason']}: {summary['fetched']} fetched, {summary['relevant']} "
                   f"relevant, Q-table version {summary.get('qtable_version')}")
             failures += check_crawl(summary, args, server, web, store_url, client, in_flight)
-            failures += check_flower(flower_port)
+            failures += check_flower(flower_port, summary["fetched"])
             status = subprocess.run([str(ROOT / ".venv/bin/jlse"), "status", "--frontier",
                                      args.frontier], env=env, capture_output=True, text=True,
                                     timeout=60)
@@ -244,13 +247,18 @@ def check_crawl(summary: dict, args: argparse.Namespace, server, web, store_url:
     return [f"{name}: {details}" for name, ok in checks.items() if not ok]
 
 
-def check_flower(port: int) -> list[str]:
+def check_flower(port: int, fetched: int = 0) -> list[str]:
     try:
         counts = flower_tasks(port)
     except OSError as exc:
         return [f"Flower did not answer: {exc}"]
     print(f"  Flower lists tasks: {counts}")
-    missing = [name for name in ("jlse.fetch", "jlse.learn") if not counts.get(name)]
+    fetches = counts.get("jlse.fetch", 0) + counts.get("jlse.fetch_batch", 0)
+    if counts.get("jlse.fetch_batch"):  # how full the batches were
+        print(f"  {fetched} pages fetched in {fetches} fetch messages: "
+              f"{fetched / fetches:.2f} a message")
+    missing = [] if fetches else ["jlse.fetch"]  # or jlse.fetch_batch (fetch_batch > 1)
+    missing += [name for name in ("jlse.learn",) if not counts.get(name)]
     return [f"Flower lists no {name} task" for name in missing]
 
 

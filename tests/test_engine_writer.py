@@ -196,6 +196,41 @@ def test_a_batch_writes_its_links_then_its_pages_then_ends_each(engine):
     assert engine.frontier.pop() is None
 
 
+def spy(monkeypatch, target: object, name: str) -> list[tuple]:
+    """The positional arguments of every call of ``target.name`` from now on."""
+    calls: list[tuple] = []
+    inner = getattr(target, name)
+
+    def wrapped(*args, **kwargs):
+        calls.append(args)
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, wrapped)
+    return calls
+
+
+def test_a_batch_pushes_its_links_once_and_reads_and_ends_each_page(engine, monkeypatch):
+    """The frontier's requests of a batch (what ``bench_frontier_scale.py --fetch-batch``
+    simulates): every page's links merged in one push, the host ledger read per page, each
+    URL ended once."""
+    engine.add_seeds(["http://a.test/", "http://b.test/", "http://c.test/"], 1.0)
+    tasks = [engine.frontier.pop() for _ in range(3)]
+    pushes = spy(monkeypatch, engine.frontier, "add_discovered")
+    reads = spy(monkeypatch, engine.ledger, "fetch_counts")
+    ends = spy(monkeypatch, engine.frontier, "finish")
+    results = [PageResult(task, fetch=fetched(task),
+                          links=[link(f"http://d.test/{i}", task, 0.1 * i),
+                                 link("http://e.test/menu", task, 0.1 * i)])
+               for i, task in enumerate(tasks, 1)]
+    assert engine.write_batch(results) == ["ok", "ok", "ok"]
+    assert len(pushes) == 1
+    pushed = {pushed_task.url: pushed_task.priority for pushed_task in pushes[0][0]}
+    assert len(pushes[0][0]) == len(pushed) == 4  # the menu link once, at its best priority
+    assert pushed["http://e.test/menu"] == pytest.approx(0.3)
+    assert len(reads) == 3
+    assert sorted(end[0].url for end in ends) == sorted(task.url for task in tasks)
+
+
 def test_a_store_failure_on_a_batch_leaves_every_page_queued(engine, monkeypatch):
     engine.add_seeds(["http://a.test/", "http://b.test/"], 1.0)
     tasks = [engine.frontier.pop() for _ in range(2)]

@@ -76,6 +76,27 @@ def test_urls_go_to_their_hosts_shard_and_come_out_in_priority_order(make_sharde
     assert frontier.counters() == {"fetched": 600}
 
 
+def test_links_of_many_pages_cost_one_push_per_shard(make_sharded_frontier, client,
+                                                    monkeypatch):
+    """A batch's links (``fetch_batch``) reach each shard in one PUSH script call, however
+    many pages and hosts they come from: what makes batches cheaper for Redis."""
+    frontier = make_sharded_frontier(client)
+    calls: list[str] = []
+    inner = RedisFrontier.add_new
+
+    def counted(shard: RedisFrontier, tasks):
+        calls.append(shard.prefix)
+        return inner(shard, tasks)
+
+    monkeypatch.setattr(RedisFrontier, "add_new", counted)
+    hosts = [host for shard in range(3) for host in hosts_of_shard(shard, 3, 4)]
+    frontier.add_discovered([task(f"http://{host}/{page}", 0.5, i) for i, (host, page)
+                             in enumerate((host, page) for host in hosts for page in range(8))],
+                            [True] * len(hosts) * 8)
+    assert sorted(calls) == sorted(shard.prefix for shard in frontier.shards)
+    assert len(frontier) == len(hosts) * 8
+
+
 def test_dedup_and_leases_stay_in_the_shard(make_sharded_frontier, client):
     frontier = make_sharded_frontier(client, shards=3)
     urls = [f"http://site{i}.test/" for i in range(30)]
