@@ -25,10 +25,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from jlse.models.naive_bayes import EVIDENCE_TOKENS
+
 MIN_PER_CLASS = 20  # followed links that led to relevant and to irrelevant pages before use
 MAX_VOCABULARY = 500_000  # distinct tokens kept; past it new tokens are ignored
 ALPHA = 1.0  # Laplace smoothing of the word counts
-EVIDENCE_TOKENS = 10  # the page NB's temperature (models.naive_bayes): longer texts are tempered
 _LOG_ODDS_CAP = 30.0  # the posterior's log-odds are clipped here (exp overflow)
 
 
@@ -46,10 +47,6 @@ class LinkOutcomes:
         self.links = [0.0, 0.0]  # links observed per class (soft labels: fractions)
         self.tokens_seen = [0.0, 0.0]  # token occurrences per class
         self._lock = threading.Lock()
-
-    @property
-    def vocabulary(self) -> dict[str, list[float]]:
-        return self.counts
 
     @property
     def ready(self) -> bool:

@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 # still far more evidence than the posterior's temperature lets count (see above).
 DEFAULT_MAX_CHARS = 2_000
 SAMPLE_WINDOWS = 4
+EVIDENCE_TOKENS = 10  # the temperature's default (module docstring)
 
 
 def text_sample(text: str, max_chars: int, windows: int = SAMPLE_WINDOWS) -> str:
@@ -104,7 +105,7 @@ class NaiveBayesTextClassifier(ClassifierMixin, BaseEstimator):
         max_features: int | None = 50_000,
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
-        evidence_tokens: int | None = 10,
+        evidence_tokens: int | None = EVIDENCE_TOKENS,
         balance_scripts: bool = False,
     ) -> None:
         self.alpha = alpha

@@ -371,7 +371,6 @@ class LearnedTunnelling(JointLinkSimilarity):
         page_site = site_of(page_url)
         return priorities, np.array([int(site_of(url) != page_site) for url in urls])
 
-
     def _link_text(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
         """P(relevant | each link's anchor + context): the samples' link-text model, with the
         crawl's own link outcomes (``models.link_outcomes``) once they can tell."""

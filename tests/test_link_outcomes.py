@@ -131,4 +131,4 @@ def test_the_pipeline_teaches_the_link_that_led_to_each_page(phones, enabled) ->
         return
     weight = min(1.0, strategy.page_weight(result.fetch.relevance))  # the soft label
     assert strategy.outcomes.links == pytest.approx([1 - weight, weight])  # the seed: no text
-    assert set(strategy.outcomes.vocabulary) == {"new", "phone", "review"}
+    assert set(strategy.outcomes.counts) == {"new", "phone", "review"}
