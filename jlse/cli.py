@@ -467,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "at random from the other topics (some topic may have none) or "
                           "as many from each other topic")
     strategy_option(evaluate, "--strategies", "strategies to compare, comma-separated, "
-                    "among %(names)s (default: bfs,best-first,ata,jlse)")
+                    "among %(names)s, each may end in +truth (pages judged by the ground "
+                    "truth, not the classifier) (default: bfs,best-first,ata,jlse)")
     evaluate.add_argument("--budget", type=int, help="pages per crawl (default: 2000; with "
                           "--discovery 500 per discovery run)")
     evaluate.add_argument("--out", help="report and plots directory (default: runs/eval; with "

@@ -16,6 +16,10 @@ ground-truth file (JSON lines ``{"url", "topic", "target"}``), topic directories
 On a web known in process (the sandbox) each topic also gets an oracle row (``jlse.oracle``: the
 best fetch order from the same seeds, knowing every label and the link graph), and every crawl
 its efficiency@N = HR@N / oracle HR@N (``jlse.eval_report``).
+
+A strategy named ``S+truth`` (``jlse+truth``) crawls as ``S`` with every page judged by the
+ground truth instead of the topic's classifier: between ``S`` and the oracle, it tells what the
+classifier's mistakes cost from what the link ranking does.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,12 +198,25 @@ def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
 
 # --- running the crawls ---
 
+TRUTH_JUDGE = "+truth"  # a strategy name's suffix: pages judged by the ground truth
+
+
+def strategy_and_judge(label: str, truth: GroundTruth, topic: str
+                       ) -> tuple[str, Callable[[str], float] | None]:
+    """The strategy a label names, and for ``S+truth`` the ground truth's judge of pages."""
+    if not label.endswith(TRUTH_JUDGE):
+        return label, None
+    return label.removesuffix(TRUTH_JUDGE), lambda url: float(truth.is_relevant(url, topic))
+
+
 def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[str, Any],
                       workdir: Path, truth: GroundTruth,
                       checkpoints: Sequence[int]) -> StrategyResult:
     log.info("eval: crawling %s with %s", topic, label)
+    strategy, judge = strategy_and_judge(overrides.get("strategy", label), truth, topic)
     try:
-        summary = run_crawl(topic_dir, overrides, workdir=workdir, fresh=True, progress=False)
+        summary = run_crawl(topic_dir, dict(overrides, strategy=strategy), workdir=workdir,
+                            fresh=True, progress=False, judge=judge)
     except (ValueError, RuntimeError, OSError) as exc:  # one failed crawl must not end the eval
         log.error("eval: %s/%s failed: %s", topic, label, exc)
         result = measure(topic, label, [], truth, checkpoints)
@@ -296,10 +313,12 @@ def _check_inputs(topics: Sequence[str], strategies: Sequence[str], budget: int,
                   checkpoints: Sequence[int]) -> None:
     if not topics or not strategies:
         raise EvalError("give at least one topic and one strategy")
-    unknown = [s for s in strategies if s not in available_strategies()]
+    unknown = [s for s in strategies
+               if s.removesuffix(TRUTH_JUDGE) not in available_strategies()]
     if unknown:
         raise EvalError(f"unknown strategy {unknown}; "
-                        f"choose from {', '.join(available_strategies())}")
+                        f"choose from {', '.join(available_strategies())} "
+                        f"(each may end in {TRUTH_JUDGE}: pages judged by the ground truth)")
     if budget < 1 or any(n < 1 for n in checkpoints):
         raise EvalError("budget and checkpoints must be at least 1")
 

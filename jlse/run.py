@@ -49,6 +49,7 @@ def run_crawl(
     resume: bool = False,
     fresh: bool = False,
     progress: bool | None = None,
+    judge: Callable[[str], float] | None = None,
 ) -> CrawlSummary:
     topic = load_topic(topic_dir, overrides)
     settings = topic.settings
@@ -76,7 +77,7 @@ def run_crawl(
         _write_meta(store, topic, settings, workdir)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
         crawler = _build_crawler(settings, store, strategy, model, workdir, progress, learner,
-                                 resuming, holder)
+                                 resuming, holder, judge)
         if learner is not None:
             learner.start()
         if resuming:
@@ -108,13 +109,14 @@ def run_crawl(
 
 def _build_crawler(settings: Settings, store: CrawlStore, strategy: Strategy, model,
                    workdir: Path, progress: bool | None, learner: BackgroundLearner | None,
-                   resuming: bool, holder: QTableHolder) -> EmbeddedCrawler:
+                   resuming: bool, holder: QTableHolder,
+                   judge: Callable[[str], float] | None = None) -> EmbeddedCrawler:
     """The engine, its page pool (forked before any thread of the crawl starts) and the
     progress bar."""
     frontier, ledger = local_backends(settings, store if resuming else None)
     engine = build_engine(settings, store, frontier, ledger, strategy, model, workdir / "pages",
                           on_targets=None if learner is None else learner.notify,
-                          robots_turn=True)
+                          robots_turn=True, judge=judge)
     pool = None
     processes = page_processes(settings, strategy)
     if processes:

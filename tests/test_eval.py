@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,20 @@ def test_polite_focused_crawl_waits_for_relevant_hosts(tmp_path: Path) -> None:
     [result] = report.results
     assert result.fetched == 250
     assert result.harvest_at[250] > 0.6, result.harvest_at
+
+
+def test_truth_judged_strategy_records_the_ground_truth_as_relevance(tmp_path: Path,
+                                                                     sandbox_web) -> None:
+    report = run_eval(["phones"], ["best-first+truth"], budget=60, out_dir=tmp_path,
+                      checkpoints=(60,), web=sandbox_web, oracle=False)
+    [result] = report.results
+    assert result.strategy == "best-first+truth" and result.fetched == 60
+    db = sqlite3.connect(tmp_path / "phones" / "best-first+truth" / "crawl.db")
+    judged = db.execute("SELECT l.url, f.relevance FROM fetches f JOIN links l "
+                        "ON l.id = f.url_id WHERE f.relevance IS NOT NULL").fetchall()
+    assert len(judged) >= 50
+    assert {relevance for _, relevance in judged} == {0.0, 1.0}
+    for url, relevance in judged:
+        assert relevance == float(sandbox_web.is_relevant(url, "phones")), url
+    with pytest.raises(EvalError, match=r"unknown strategy \['best-first\+oracle'\]"):
+        run_eval(["phones"], ["best-first+oracle"], budget=10, out_dir=tmp_path)

@@ -356,13 +356,15 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
                  on_targets: Callable[[int], None] | None = None,
                  warc_dir: Path | str | None = None, robots_turn: bool = False,
                  shared_robots: SharedRobots | None = None,
-                 page_store: Path | str | None = None) -> CrawlEngine:
+                 page_store: Path | str | None = None,
+                 judge: Callable[[str], float] | None = None) -> CrawlEngine:
     """A crawl's engine from its settings and backends: fetcher (archiving to WARC files in
     ``warc_dir``, default ``pages_dir``'s sibling ``warc``, when ``warc`` is on), robots.txt
     cache, trap filter, page repository and pipeline (``robots_turn``: see PagePipeline; the
     embedded runner needs it, and its robots.txt fetches have slots of their own;
     ``shared_robots``: robots.txt answers of the crawl's other processes; ``page_store``: the
-    distributed crawl's shared WARC folder, written in place of ``warc_dir``)."""
+    distributed crawl's shared WARC folder, written in place of ``warc_dir``; ``judge``: URL ->
+    relevance in place of the classifier's, an evaluation's ablation)."""
     if warc_dir is None and pages_dir:
         warc_dir = Path(pages_dir).parent / "warc"
     fetcher = make_fetcher(settings, warc_dir, page_store)
@@ -372,7 +374,7 @@ def build_engine(settings: Settings, store: CrawlStore, frontier: Frontier, ledg
     keep_pages = pages_dir and settings.store_pages and settings.warc != "only"
     pages = PageRepository(pages_dir) if keep_pages else None
     pipeline = PagePipeline(settings, fetcher, robots, strategy, model,
-                            traps.child_pattern_run, pages, robots_turn)
+                            traps.child_pattern_run, pages, robots_turn, judge)
     if settings.sitemaps:
         pipeline.sitemaps = SitemapSource(settings, fetcher, robots, strategy_scorer(strategy))
     return CrawlEngine(settings, store, frontier, ledger, pipeline, traps, on_targets)

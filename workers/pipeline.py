@@ -124,8 +124,11 @@ class PagePipeline:
         child_pattern_run: Callable[[str, int, str], int],
         pages: PageRepository | None = None,
         robots_turn: bool = False,
+        judge: Callable[[str], float] | None = None,
     ) -> None:
         self.settings = settings
+        # URL -> relevance in place of the classifier's (jlse eval's ground-truth ablation)
+        self.judge = judge
         # a task that fetches its host's robots.txt ends there, its page going back to the
         # frontier (the embedded runner; see jlse.embedded.RobotsKnownHosts), or goes on to
         # the page when the host's delay allows (a distributed worker: the next task of the
@@ -264,6 +267,8 @@ class PagePipeline:
         if self.model is not None:
             relevance = (self.self_training.relevance(text) if self.self_training is not None
                          else float(self.model.relevance_page(text, page.blocks)))
+            if self.judge is not None:  # an ablation (jlse eval's "+truth" strategies)
+                relevance = self.judge(task.url)
             # a target (result) is a relevant detail page; irrelevant pages are not judged
             if relevance >= self.settings.relevance_threshold:
                 record.is_target = bool(self.model.is_target(page.stats))
