@@ -17,6 +17,7 @@ from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
 from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
     FINGERPRINT_PROBES,
+    STAGED_MIN_ROWS,
     record_pages,
     upsert_links,
     url_fingerprint,
@@ -234,9 +235,11 @@ class PostgresStore(SqlCrawlStore):
         """The links of ``group`` in one statement, committed alone (autocommit); the answers
         split back per request, as if the calls had run one after the other."""
         autocommit = self._closed or self._conn.closed or self._conn.autocommit
+        links = [link for request in group for link in request.links]
         try:
-            self._set_autocommit(True)
-            answers = super().add_links([link for request in group for link in request.links])
+            # A large batch goes by COPY, which needs a transaction (STAGED_MIN_ROWS).
+            self._set_autocommit(len(links) < STAGED_MIN_ROWS)
+            answers = super().add_links(links)
             self.link_groups += 1
         except BaseException as exc:  # every request of the group gets it
             shared = exc if isinstance(exc, StoreError) else \
@@ -257,7 +260,8 @@ class PostgresStore(SqlCrawlStore):
         return bool(cur.fetchone()[0])
 
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        return upsert_links(cur, links, now, self._id_sequence)
+        staged = len(links) >= STAGED_MIN_ROWS and not self._conn.autocommit
+        return upsert_links(cur, links, now, self._id_sequence, staged)
 
     def get_link_id(self, url: str) -> int | None:
         url = clean_text(url)
