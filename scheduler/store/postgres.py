@@ -232,8 +232,9 @@ class PostgresStore(SqlCrawlStore):
         return request.result()
 
     def _write_group(self, group: list[_LinkRequest]) -> None:
-        """The links of ``group`` in one statement, committed alone (autocommit); the answers
-        split back per request, as if the calls had run one after the other."""
+        """The links of ``group`` in one statement, committed alone (autocommit; a batch sent
+        by COPY in a transaction of its own); the answers split back per request, as if the
+        calls had run one after the other."""
         autocommit = self._closed or self._conn.closed or self._conn.autocommit
         links = [link for request in group for link in request.links]
         try:
@@ -276,7 +277,8 @@ class PostgresStore(SqlCrawlStore):
         """Within: every statement is its own transaction, so a call costs no BEGIN and COMMIT
         round trips. Only for calls whose statements are each safe alone: ``get_link``,
         ``add_links`` (one insert that also reads the rows it left alone; then, rarely, a
-        priority that rises and a read of rows committed meanwhile) and
+        priority that rises and a read of rows committed meanwhile; a batch sent by COPY takes
+        a transaction of its own) and
         ``record_fetch_once``. Holds the store's lock (other threads wait)."""
         with self._lock:
             outer, self._autocommit_owner = self._autocommit_owner, threading.get_ident()
