@@ -13,7 +13,7 @@ from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
 from jlse.scheduler.store.pg_writes import STAGED_MIN_ROWS, number_array, text_array
-from jlse.scheduler.store.sql import clean_text
+from jlse.scheduler.store.sql import clean_text, clean_texts
 
 
 def fetched(url_id: int, target: bool = False, title: str = "") -> FetchRecord:
@@ -169,3 +169,10 @@ def test_a_failed_copy_batch_leaves_the_store_usable(pg_store_url):
         assert store.get_link_id("http://f.test/0") is None  # nothing of it was written
         answers = store.add_links(links)
         assert all(new for _, new in answers) and store.get_link_id("http://f.test/0")
+
+
+def test_clean_texts_cleans_a_column_as_clean_text_does_each_value():
+    clean = ["plain", "体育", ""]
+    assert clean_texts(clean) is clean  # nothing to clean: the same list, the same objects
+    for dirty in (["ok", "a\x00b"], ["ok", "体\ud800"], ["ok", None], ["\ud83d", "\ude00"]):
+        assert clean_texts(dirty) == [clean_text(value) for value in dirty]

@@ -108,17 +108,39 @@ def host_of(url: str) -> str:
         return ""
 
 
-def merge_duplicates(links: Sequence[NewLink]) -> dict[str, NewLink]:
-    """One link per (cleaned) URL: the first occurrence, with the highest priority seen.
+def clean_texts(values: list[str]) -> list[str]:
+    """``clean_text`` of each value. A column that needs no cleaning (the usual case) is found
+    so in one pass over its joined text and returned as it is, the same objects."""
+    try:
+        joined = "".join(values)
+    except TypeError:  # a None among them
+        return [clean_text(value) for value in values]
+    if "\x00" not in joined:
+        if joined.isascii():
+            return values
+        try:
+            joined.encode("utf-8")  # no lone surrogate anywhere
+            return values
+        except UnicodeEncodeError:
+            pass
+    return [clean_text(value) for value in values]
+
+
+def merge_duplicates(links: Sequence[NewLink],
+                     urls: Sequence[str] | None = None) -> dict[str, NewLink]:
+    """One link per (cleaned) URL: the first occurrence, with the highest priority seen;
+    ``urls``: the links' cleaned URLs, if the caller has them.
 
     A link whose text needs no cleaning and whose priority is a float is kept as it is (no
     copy); a copy is made where something changes, so the caller's links are never altered."""
+    if urls is None:
+        urls = clean_texts([link.url for link in links])
+    anchors = clean_texts([link.anchor_text for link in links])
+    contexts = clean_texts([link.context for link in links])
     merged: dict[str, NewLink] = {}
-    for link in links:
-        url = clean_text(link.url)
+    for link, url, anchor, context in zip(links, urls, anchors, contexts, strict=True):
         first = merged.get(url)
         if first is None:
-            anchor, context = clean_text(link.anchor_text), clean_text(link.context)
             if (url is link.url and anchor is link.anchor_text and context is link.context
                     and type(link.priority) is float):
                 merged[url] = link
@@ -271,13 +293,13 @@ class SqlCrawlStore(CrawlStore):
     def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
         if not links:
             return []
-        merged = merge_duplicates(links)
+        urls = clean_texts([link.url for link in links])
+        merged = merge_duplicates(links, urls)
         check_url_lengths(list(merged))
         now = time.time()
         ids = self._run(lambda cur: self._upsert_links(cur, list(merged.values()), now), "add_links")
         answers, seen = [], set()
-        for link in links:
-            url = clean_text(link.url)
+        for url in urls:
             link_id, created = ids[url]
             answers.append((link_id, created and url not in seen))
             seen.add(url)
