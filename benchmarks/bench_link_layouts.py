@@ -10,10 +10,7 @@ per link row, every statement of the write counted.
 
 Layouts:
 
-* ``store``: the store's own schema and statements (``pg_writes.upsert_links``; a batch of
-  ``STAGED_MIN_ROWS`` links or more goes by COPY, in a transaction);
-* ``store-arrays``: the same schema, every batch as array literals in one statement (the
-  store's way for smaller batches, and for all before the COPY);
+* ``store``: the store's own schema and statement (``pg_writes.upsert_links``);
 * ``arrays``: only reading the batch's arrays (``SELECT count(*) FROM unnest(...)``), the floor
   of any statement that takes them;
 * ``no-host-index``: the store without ``(host, priority DESC, id)``, the index only a refill of
@@ -94,16 +91,6 @@ def batch(first: int, pages: int) -> list[NewLink]:
 
 
 def store_write(cur: Any, links: list[NewLink], sequence: str) -> None:
-    """As the store writes: a batch of ``STAGED_MIN_ROWS`` or more by COPY, in a transaction."""
-    if len(links) < pg_writes.STAGED_MIN_ROWS:
-        arrays_write(cur, links, sequence)
-        return
-    cur.execute("BEGIN")
-    pg_writes.upsert_links(cur, links, time.time(), sequence, staged=True)
-    cur.execute("COMMIT")
-
-
-def arrays_write(cur: Any, links: list[NewLink], sequence: str) -> None:
     pg_writes.upsert_links(cur, links, time.time(), sequence)
 
 
@@ -139,7 +126,6 @@ def fp_id_ddl(partitions: int) -> list[str]:
 def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable]]:
     found = {
         "store": ([], store_write),
-        "store-arrays": ([], arrays_write),
         "arrays": ([], arrays_only),
         "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write),
         "fp-id": (fp_id_ddl(0), fp_id_write),

@@ -12,7 +12,7 @@ import pytest
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
-from jlse.scheduler.store.pg_writes import STAGED_MIN_ROWS, number_array, text_array
+from jlse.scheduler.store.pg_writes import number_array, text_array
 from jlse.scheduler.store.sql import clean_text, clean_texts
 
 
@@ -116,59 +116,6 @@ def test_clean_text_drops_nuls_and_lone_surrogates():
     assert clean_text("plain") == "plain" and clean_text(None) == ""
     assert clean_text("a\x00b") == "ab"
     assert clean_text("体\x00育\ud800") == "体育?"
-
-
-def _staged_table(store) -> bool:
-    """Whether the store's session holds the COPY staging table (a batch went by COPY)."""
-    with store._conn.cursor() as cur:
-        cur.execute("SELECT to_regclass('pg_temp.jlse_link_batch') IS NOT NULL")
-        found = cur.fetchone()[0]
-    store._conn.rollback()
-    return found
-
-
-def test_a_large_batch_goes_by_copy_and_keeps_every_value(pg_store_url):
-    texts = AWKWARD + ["\\N", "carriage\rreturn", "tab\tand\\t", "\n"]
-    with open_store(pg_store_url) as store:
-        known = store.add_links([NewLink(f"http://k.test/{n}", None, 0, priority=0.5)
-                                 for n in range(3)])
-        store.write_pages([fetched(known[2][0])])
-        assert not _staged_table(store)  # 3 links: the one autocommitted statement
-        links = [NewLink(f"http://x.test/{n}\\N?q=\"{n}\"", None if n % 3 else n + 7, n % 5,
-                         anchor_text=texts[n % len(texts)], context=texts[-1 - n % len(texts)],
-                         priority=[0.1, 1e-300, 1e300, -0.0, math.inf, 1 / 3][n % 6],
-                         pattern_run=n % 4, redirect_hops=n % 2)
-                 for n in range(STAGED_MIN_ROWS + 40)]
-        batch = links + [NewLink("http://k.test/0", None, 0, priority=0.9),  # rises
-                         NewLink("http://k.test/1", None, 0, priority=0.1),  # stays
-                         NewLink("http://k.test/2", None, 0, priority=0.9),  # fetched: stays
-                         NewLink(links[5].url, None, 0, priority=2e300)]  # again, higher
-        answers = store.add_links(batch)
-        assert _staged_table(store)
-        created = [link_id for link_id, new in answers[:len(links)]]
-        assert all(new for _, new in answers[:len(links)]) and created == sorted(created)
-        assert answers[len(links):] == [(known[0][0], False), (known[1][0], False),
-                                        (known[2][0], False), (created[5], False)]
-        for link_id, link in zip(created, links, strict=True):
-            stored = store.get_link(link_id)
-            assert (stored.url, stored.parent_id, stored.depth, stored.anchor_text,
-                    stored.context, stored.pattern_run, stored.redirect_hops) == \
-                (link.url, link.parent_id, link.depth, link.anchor_text, link.context,
-                 link.pattern_run, link.redirect_hops)
-            assert stored.priority == (2e300 if link is links[5] else link.priority)
-            assert stored.extra["host"] == "x.test"
-        assert [store.get_link(link_id).priority for link_id, _ in known] == [0.9, 0.5, 0.5]
-        assert store.add_links(links) == [(link_id, False) for link_id in created]
-
-
-def test_a_failed_copy_batch_leaves_the_store_usable(pg_store_url):
-    with open_store(pg_store_url) as store:
-        links = [NewLink(f"http://f.test/{n}", None, 0) for n in range(STAGED_MIN_ROWS)]
-        with pytest.raises(StoreError, match="add_links"):  # a parent id beyond BIGINT
-            store.add_links(links + [NewLink("http://f.test/bad", 2**70, 1)])
-        assert store.get_link_id("http://f.test/0") is None  # nothing of it was written
-        answers = store.add_links(links)
-        assert all(new for _, new in answers) and store.get_link_id("http://f.test/0")
 
 
 def test_clean_texts_cleans_a_column_as_clean_text_does_each_value():

@@ -27,7 +27,6 @@ from test_store import fetched, new
 from jlse.records import LinkStatus
 from jlse.scheduler.crawl_registry import worker_store_url
 from jlse.scheduler.store import StoreError, open_store
-from jlse.scheduler.store.pg_writes import STAGED_MIN_ROWS
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "pgbouncer.sh"
 POOL_SIZE = 2  # server connections per machine
@@ -198,31 +197,3 @@ def test_a_schema_in_the_url_is_refused_not_ignored(pooled_database):
     _, pooled = pooled_database
     with pytest.raises(StoreError, match="ignored the URL's search_path 'elsewhere'.*database"):
         open_store(f"{pooled[0]}?options=-csearch_path%3Delsewhere")
-
-
-def test_large_batches_go_by_copy_through_transaction_pooling(pooled_database):
-    """The COPY staging table is made in whichever server session a transaction gets."""
-    direct, pooled = pooled_database
-    open_store(direct).close()
-    failures: list[BaseException] = []
-
-    def write(number: int) -> None:
-        try:
-            with open_store(pooled[0]) as store:
-                for batch in range(3):
-                    links = [new(f"http://c{number}.test/{batch}/{n}")
-                             for n in range(STAGED_MIN_ROWS + 10)]
-                    assert all(created for _, created in store.add_links(links))
-                    assert store.add_links(links[:5])[0] == (store.get_link_id(links[0].url),
-                                                             False)
-        except BaseException as exc:  # noqa: BLE001  (reported by the test's thread)
-            failures.append(exc)
-
-    writers = [threading.Thread(target=write, args=(n,)) for n in range(3)]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join(120)
-    assert failures == []
-    with open_store(direct) as store:
-        assert store.stats().links == 3 * 3 * (STAGED_MIN_ROWS + 10)

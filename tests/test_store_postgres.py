@@ -11,7 +11,6 @@ import pytest
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import StoreError, open_store
-from jlse.scheduler.store.pg_writes import STAGED_MIN_ROWS
 from jlse.scheduler.store.postgres import url_fingerprint
 from jlse.scheduler.store.sql import MAX_URL_BYTES
 
@@ -249,17 +248,3 @@ def test_an_overlong_url_fails_its_own_call_not_the_group(pg_store_url):
         with pytest.raises(StoreError, match="longer than the store accepts"):
             store.add_links([new(too_long)])
         assert store.add_links([new("http://l.test/ok")])[0][1]
-
-
-def test_a_large_batch_gives_a_clashing_url_the_next_probe(pg_store_url):
-    with open_store(pg_store_url) as store:
-        [(other, _)] = store.add_links([new("http://other.test/")])
-    sql(pg_store_url, "UPDATE links SET url_fp = %s WHERE id = %s",
-        (url_fingerprint("http://a.test/"), other))
-    batch = [new(f"http://b.test/{n}") for n in range(STAGED_MIN_ROWS)] + [new("http://a.test/")]
-    with open_store(pg_store_url) as store:
-        answers = store.add_links(batch)
-        assert all(created for _, created in answers)
-        assert store.get_link_id("http://a.test/") == answers[-1][0] != other
-    [(fp,)] = sql(pg_store_url, "SELECT url_fp FROM links WHERE id = %s", (answers[-1][0],))
-    assert fp == url_fingerprint("http://a.test/", 1)

@@ -4,17 +4,13 @@ Batches go to the server as one array literal per column (``'{...}'::text[]``), 
 psycopg2's ``ARRAY[...]`` of one quoted constant per value: the server reads such a literal
 with ``array_in`` instead of parsing, analysing and folding one constant node per value, and
 the client builds it in Python instead of quoting every value (bench_store: server CPU per
-link row 10 µs instead of 15, client 11 µs instead of 20). A large batch of links goes by COPY
-into a temporary table instead (``STAGED_MIN_ROWS``).
+link row 10 µs instead of 15, client 11 µs instead of 20).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import itertools
 import logging
-import operator
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -44,39 +40,20 @@ FINGERPRINT_PROBES = 4
 # index probe each): known URLs with their status and priority (upsert_links raises those
 # that rise), or another URL under the same fingerprint (its next probe). A row another
 # transaction committed after the snapshot is in neither: upsert_links reads it afterwards.
-_ADD_LINKS_TEMPLATE = (
+ADD_LINKS_SQL = (
     "WITH written AS ("
     " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
     " priority, pattern_run, redirect_hops, discovered_at)"
     " SELECT * FROM (SELECT nextval(%(seq)s::regclass), b.*, %(now)s::float8"
-    "  FROM {batch} AS b) AS i ORDER BY 2"
+    "  FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
+    "  %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
+    "  %(run)s::int[], %(hops)s::int[]) AS b) AS i ORDER BY 2"
     " ON CONFLICT (url_fp) DO NOTHING RETURNING id, url_fp"
     ") SELECT id, url_fp, NULL, NULL, NULL FROM written"
     " UNION ALL SELECT l.id, l.url_fp, l.url, l.status, l.priority FROM links l"
-    " WHERE l.url_fp = ANY(ARRAY(SELECT u.fp FROM {keys}"
+    " WHERE l.url_fp = ANY(ARRAY(SELECT u.fp FROM unnest(%(fp)s::bigint[]) AS u(fp)"
     "  WHERE u.fp NOT IN (SELECT url_fp FROM written)))"
 )
-ADD_LINKS_SQL = _ADD_LINKS_TEMPLATE.format(
-    batch="unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
-          " %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
-          " %(run)s::int[], %(hops)s::int[])",
-    keys="unnest(%(fp)s::bigint[]) AS u(fp)")
-# A batch of at least STAGED_MIN_ROWS links goes to the server by COPY into a temporary table
-# (rows read by the COPY parser: 1.3-1.8 µs a row less server CPU than array literals, about
-# 0.8 µs more client CPU to build them), in a transaction of its own: BEGIN, the table, COPY,
-# the statement, COMMIT, about 0.4 ms of server CPU more than the one autocommitted statement
-# that smaller batches keep (bench_link_layouts: no gain at 560 rows, a loss at 320).
-# The table is made per session, IF NOT EXISTS (a pooler may hand out another session), and
-# emptied by every commit; a heap scan returns its rows in COPY order, so ids follow the input.
-STAGED_MIN_ROWS = 1024
-STAGE_SQL = (
-    "SET LOCAL client_min_messages = warning;"
-    " CREATE TEMP TABLE IF NOT EXISTS jlse_link_batch (fp BIGINT, url TEXT, host TEXT,"
-    " parent BIGINT, depth INT, anchor TEXT, context TEXT, priority FLOAT8, run INT, hops INT)"
-    " ON COMMIT DELETE ROWS"
-)
-STAGED_ADD_LINKS_SQL = _ADD_LINKS_TEMPLATE.format(batch="pg_temp.jlse_link_batch",
-                                                  keys="pg_temp.jlse_link_batch AS u")
 # Rows of a batch committed by another transaction after add_links's snapshot, by fingerprint.
 KNOWN_LINKS_SQL = "SELECT id, url_fp, url, status, priority FROM links WHERE url_fp = ANY(%s)"
 # The priority of known queued URLs that rises (rare: a URL found again with a higher score).
@@ -172,10 +149,9 @@ def url_fingerprints(urls: Iterable[str], probe: int = 0) -> list[int]:
             for url in urls]
 
 
-def upsert_links(cur: Any, links: list[NewLink], now: float, sequence: str,
-                 staged: bool = False) -> dict[str, tuple[int, bool]]:
-    """Insert or find deduplicated ``links``: url -> (id, created); ``sequence`` draws ids.
-    ``staged``: the cursor is inside a transaction, the batch goes by COPY (STAGE_SQL)."""
+def upsert_links(cur: Any, links: list[NewLink], now: float,
+                 sequence: str) -> dict[str, tuple[int, bool]]:
+    """Insert or find deduplicated ``links``: url -> (id, created); ``sequence`` draws ids."""
     found: dict[str, tuple[int, bool]] = {}
     pending = links
     for probe in range(FINGERPRINT_PROBES):
@@ -187,11 +163,7 @@ def upsert_links(cur: Any, links: list[NewLink], now: float, sequence: str,
                                      pending, strict=True):
             if by_fp.setdefault(fingerprint, link) is not link:
                 clashing.append(link)
-        if staged and probe == 0:
-            stage_links(cur, by_fp)
-            cur.execute(STAGED_ADD_LINKS_SQL, {"seq": sequence, "now": now})
-        else:
-            cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
+        cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
         answered: dict[int, tuple[int, bool]] = {}
         rising: list[tuple[int, float]] = []
         _read_answers(cur.fetchall(), by_fp, answered, rising)
@@ -244,46 +216,6 @@ def link_params(by_fp: dict[int, NewLink], now: float, sequence: str) -> dict[st
         "run": number_array(link.pattern_run for link in links),
         "hops": number_array(link.redirect_hops for link in links),
     }
-
-
-def stage_links(cur: Any, by_fp: dict[int, NewLink]) -> None:
-    """The batch into the session's ``jlse_link_batch`` (COPY text format), in input order."""
-    cur.execute(STAGE_SQL)
-    urls, parents, depths, anchors, contexts, priorities, runs, hops = zip(
-        *map(_COPY_FIELDS, by_fp.values()), strict=True)
-    fields = zip(by_fp, copy_texts(urls), copy_texts([fast_host(url) for url in urls]),
-                 copy_numbers(parents, int), depths, copy_texts(anchors), copy_texts(contexts),
-                 copy_numbers(priorities, float), runs, hops, strict=True)
-    # One %-format over every field: the rows are built in C, not joined row by row.
-    data = (_COPY_ROW * len(urls)) % tuple(itertools.chain.from_iterable(fields))
-    cur.copy_expert("COPY pg_temp.jlse_link_batch FROM STDIN", io.StringIO(data),
-                    size=len(data) + 1)
-
-
-_COPY_FIELDS = operator.attrgetter("url", "parent_id", "depth", "anchor_text", "context",
-                                   "priority", "pattern_run", "redirect_hops")
-_COPY_ROW = "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\n"
-
-
-def copy_numbers(values: Sequence[Any], kind: type[int] | type[float]) -> list[str]:
-    """Numbers as COPY text fields (None as NULL); a column of plain ints or of plain floats,
-    the usual case, in one C-level pass."""
-    try:
-        return list(map(kind.__repr__, values))
-    except TypeError:
-        return ["\\N" if value is None else kind.__repr__(kind(value)) for value in values]
-
-
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def copy_texts(values: Sequence[str]) -> Sequence[str]:
-    """Cleaned text values as COPY text fields: backslash, tab, newline and CR escaped (one
-    scan of the whole column finds whether any value needs it)."""
-    joined = "".join(values)
-    if "\\" in joined or "\t" in joined or "\n" in joined or "\r" in joined:
-        return [value.translate(_COPY_ESCAPES) for value in values]
-    return values
 
 
 def record_pages(cur: Any, records: Sequence[FetchRecord], now: float) -> list[bool]:

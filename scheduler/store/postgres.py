@@ -17,7 +17,6 @@ from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
 from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
     FINGERPRINT_PROBES,
-    STAGED_MIN_ROWS,
     record_pages,
     upsert_links,
     url_fingerprint,
@@ -232,15 +231,12 @@ class PostgresStore(SqlCrawlStore):
         return request.result()
 
     def _write_group(self, group: list[_LinkRequest]) -> None:
-        """The links of ``group`` in one statement, committed alone (autocommit; a batch sent
-        by COPY in a transaction of its own); the answers split back per request, as if the
-        calls had run one after the other."""
+        """The links of ``group`` in one statement, committed alone (autocommit); the answers
+        split back per request, as if the calls had run one after the other."""
         autocommit = self._closed or self._conn.closed or self._conn.autocommit
-        links = [link for request in group for link in request.links]
         try:
-            # A large batch goes by COPY, which needs a transaction (STAGED_MIN_ROWS).
-            self._set_autocommit(len(links) < STAGED_MIN_ROWS)
-            answers = super().add_links(links)
+            self._set_autocommit(True)
+            answers = super().add_links([link for request in group for link in request.links])
             self.link_groups += 1
         except BaseException as exc:  # every request of the group gets it
             shared = exc if isinstance(exc, StoreError) else \
@@ -261,8 +257,7 @@ class PostgresStore(SqlCrawlStore):
         return bool(cur.fetchone()[0])
 
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        staged = len(links) >= STAGED_MIN_ROWS and not self._conn.autocommit
-        return upsert_links(cur, links, now, self._id_sequence, staged)
+        return upsert_links(cur, links, now, self._id_sequence)
 
     def get_link_id(self, url: str) -> int | None:
         url = clean_text(url)
@@ -277,8 +272,7 @@ class PostgresStore(SqlCrawlStore):
         """Within: every statement is its own transaction, so a call costs no BEGIN and COMMIT
         round trips. Only for calls whose statements are each safe alone: ``get_link``,
         ``add_links`` (one insert that also reads the rows it left alone; then, rarely, a
-        priority that rises and a read of rows committed meanwhile; a batch sent by COPY takes
-        a transaction of its own) and
+        priority that rises and a read of rows committed meanwhile) and
         ``record_fetch_once``. Holds the store's lock (other threads wait)."""
         with self._lock:
             outer, self._autocommit_owner = self._autocommit_owner, threading.get_ident()
