@@ -12,8 +12,8 @@ import pytest
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
+from jlse.scheduler.store.link_text import clean_text, clean_texts
 from jlse.scheduler.store.pg_writes import number_array, text_array
-from jlse.scheduler.store.sql import clean_text, clean_texts
 
 
 def fetched(url_id: int, target: bool = False, title: str = "") -> FetchRecord:
