@@ -12,8 +12,8 @@ import pytest
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import StoreError
+from jlse.scheduler.store.link_text import clean_text, clean_texts
 from jlse.scheduler.store.pg_writes import number_array, text_array
-from jlse.scheduler.store.sql import clean_text
 
 
 def fetched(url_id: int, target: bool = False, title: str = "") -> FetchRecord:
@@ -116,3 +116,10 @@ def test_clean_text_drops_nuls_and_lone_surrogates():
     assert clean_text("plain") == "plain" and clean_text(None) == ""
     assert clean_text("a\x00b") == "ab"
     assert clean_text("体\x00育\ud800") == "体育?"
+
+
+def test_clean_texts_cleans_a_column_as_clean_text_does_each_value():
+    clean = ["plain", "体育", ""]
+    assert clean_texts(clean) is clean  # nothing to clean: the same list, the same objects
+    for dirty in (["ok", "a\x00b"], ["ok", "体\ud800"], ["ok", None], ["\ud83d", "\ude00"]):
+        assert clean_texts(dirty) == [clean_text(value) for value in dirty]

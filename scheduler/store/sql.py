@@ -18,6 +18,7 @@ import numpy as np
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
+from jlse.scheduler.store.link_text import clean_text, clean_texts, merge_duplicates
 from jlse.scheduler.store.schema import (
     ADDED_COLUMNS,
     MIGRATIONS,
@@ -87,55 +88,11 @@ STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
 WARC_COLUMNS = "f.warc_file, f.warc_offset, f.warc_length"
 
 
-def clean_text(text: str | None) -> str:
-    """``text`` storable by both backends: no NUL characters, no lone surrogates."""
-    if not text:
-        return ""
-    if text.isascii():  # most text: no surrogate can hide in it (isascii is O(1))
-        return text if "\x00" not in text else text.replace("\x00", "")
-    text = text.replace("\x00", "")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
 def host_of(url: str) -> str:
     try:
         return urlsplit(url).hostname or ""
     except ValueError:
         return ""
-
-
-def merge_duplicates(links: Sequence[NewLink]) -> dict[str, NewLink]:
-    """One link per (cleaned) URL: the first occurrence, with the highest priority seen.
-
-    A link whose text needs no cleaning and whose priority is a float is kept as it is (no
-    copy); a copy is made where something changes, so the caller's links are never altered."""
-    merged: dict[str, NewLink] = {}
-    for link in links:
-        url = clean_text(link.url)
-        first = merged.get(url)
-        if first is None:
-            anchor, context = clean_text(link.anchor_text), clean_text(link.context)
-            if (url is link.url and anchor is link.anchor_text and context is link.context
-                    and type(link.priority) is float):
-                merged[url] = link
-            else:
-                merged[url] = NewLink(
-                    url=url, parent_id=link.parent_id, depth=link.depth, anchor_text=anchor,
-                    context=context, priority=float(link.priority),
-                    pattern_run=link.pattern_run, redirect_hops=link.redirect_hops,
-                )
-        elif link.priority > first.priority:
-            merged[url] = NewLink(
-                url=url, parent_id=first.parent_id, depth=first.depth,
-                anchor_text=first.anchor_text, context=first.context,
-                priority=float(link.priority), pattern_run=first.pattern_run,
-                redirect_hops=first.redirect_hops,
-            )
-    return merged
 
 
 def check_url_lengths(urls: Sequence[str]) -> None:
@@ -271,13 +228,13 @@ class SqlCrawlStore(CrawlStore):
     def add_links(self, links: Sequence[NewLink]) -> list[tuple[int, bool]]:
         if not links:
             return []
-        merged = merge_duplicates(links)
+        urls = clean_texts([link.url for link in links])
+        merged = merge_duplicates(links, urls)
         check_url_lengths(list(merged))
         now = time.time()
         ids = self._run(lambda cur: self._upsert_links(cur, list(merged.values()), now), "add_links")
         answers, seen = [], set()
-        for link in links:
-            url = clean_text(link.url)
+        for url in urls:
             link_id, created = ids[url]
             answers.append((link_id, created and url not in seen))
             seen.add(url)
