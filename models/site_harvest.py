@@ -17,12 +17,10 @@ relevant so far):
   pages before its first fetch does not flood the frontier, and a site whose pages turn out
   irrelevant falls back to its observed harvest;
 - the link group's: γ_g / ρ, γ_g = the share of relevant pages among those fetched through
-  links of group g (a link to another site on a page expanded whole, on a target page, or on
-  a page judged irrelevant: there its evidence x its link text's P, where the tunnel weight
-  left it at 0), a uniform prior: on a web whose articles link to their peers on other sites
-  the target pages' links pay as well as any, on one whose stories link to other topics'
-  sites they stop being followed after the first few; an aggregator's links to the topic's
-  journals are followed while they pay.
+  links of group g (a link to another site on a page expanded whole, or on a target page), a
+  uniform prior: on a web whose articles link to their peers on other sites the target pages'
+  links pay as well as any, on one whose stories link to other topics' sites they stop being
+  followed after the first few.
 
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
@@ -39,7 +37,7 @@ from collections.abc import Sequence
 import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
-OFF_SITE, TARGET_OFF_SITE, TUNNEL_OFF_SITE = 1, 2, 3  # the link groups (``NewLink.site_group``)
+OFF_SITE, TARGET_OFF_SITE = 1, 2  # the link groups (``NewLink.site_group``)
 PROBES = 5  # a target page's off-site links: the first ones are fetched at the page's weight
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 

@@ -34,7 +34,7 @@ import numpy as np
 from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
-from jlse.models.site_harvest import TARGET_OFF_SITE, TUNNEL_OFF_SITE, SiteHarvest, site_of
+from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -263,9 +263,6 @@ class LearnedTunnelling(JointLinkSimilarity):
     are written (:meth:`observe_result`), by their site's and their link group's learnt lift,
     and a target page gives its links to other sites too while that group pays: the link
     evidence, learnt on the sites already walked, otherwise keeps the crawl on its first sites.
-    A page judged irrelevant then gives its links to other sites as well, each at its evidence
-    x t(i), in a group of their own whose learnt harvest takes the place of the tunnel weight
-    (an aggregator's links to a topic's journals, which no relevant page links to).
     Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
@@ -364,9 +361,6 @@ class LearnedTunnelling(JointLinkSimilarity):
             return np.zeros(0), None
         sim_anchor, sim_predicted = self.evaluator.evidence(anchors, urls, contexts)
         relevance = self.page_weight(page_relevance)
-        if relevance <= 0 and self.sites is not None and page_url:
-            return self._tunnel(anchors, urls, contexts, page_url,
-                                np.maximum(sim_anchor, sim_predicted))
         weights = np.full(len(urls), relevance)
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = self._link_text(anchors, contexts)
@@ -376,22 +370,6 @@ class LearnedTunnelling(JointLinkSimilarity):
             return priorities, None
         page_site = site_of(page_url)
         return priorities, np.array([int(site_of(url) != page_site) for url in urls])
-
-    def _tunnel(self, anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str],
-                page_url: str, evidence: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """The links of a page judged irrelevant, with the site bandit: each link to another
-        site gets its own evidence times its link text's P (a group of its own, whose learnt
-        harvest stands in for the page's relevance when the bandit lifts it); the others wait
-        at 0."""
-        priorities = np.zeros(len(urls))
-        page_site = site_of(page_url)
-        off_site = np.array([site_of(url) != page_site for url in urls])
-        if not off_site.any() or self.link_text_relevance is None:
-            return priorities, None
-        where = np.flatnonzero(off_site)
-        text = self._link_text([anchors[i] for i in where], [contexts[i] for i in where])
-        priorities[where] = text * evidence[where]
-        return priorities, np.where(off_site, TUNNEL_OFF_SITE, 0)
 
     def _link_text(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
         """P(relevant | each link's anchor + context): the samples' link-text model, with the

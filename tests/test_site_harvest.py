@@ -9,7 +9,6 @@ from jlse.models.site_harvest import (
     OFF_SITE,
     PROBES,
     TARGET_OFF_SITE,
-    TUNNEL_OFF_SITE,
     SiteHarvest,
     site_of,
 )
@@ -183,35 +182,3 @@ def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:
                                NewLink("http://a.test/x", 1, 1, priority=0.4)])
     back = PageResult.from_json(result.to_json()).links
     assert [(link.priority, link.site_group) for link in back] == [(0.2, 2), (0.4, 0)]
-
-
-def test_an_irrelevant_pages_links_to_other_sites_rank_by_their_text_and_learn_their_yield(
-        ) -> None:
-    def link_text(anchors, contexts):
-        return np.array([0.9 if "metal" in anchor else 0.1 for anchor in anchors])
-
-    jlse = LearnedTunnelling(FixedEvidence(0.5), site_optimism=0.3,
-                             link_text_relevance=link_text, link_text_weight=1.0)
-    for i in range(10):
-        jlse.observe_result(f"http://home.test/p{i}", 0.99 if i < 8 else 0.01, [])
-    urls = ["http://hub.test/b", "http://journal.test/1", "http://other.test/1"]
-    anchors = ["metal prices", "metal prices", "sports"]
-    priorities, groups = jlse.score_links_and_sites(0.1, 1, anchors, urls, [""] * 3,
-                                                    page_url="http://hub.test/a")
-    assert list(groups) == [0, TUNNEL_OFF_SITE, TUNNEL_OFF_SITE]
-    assert priorities[0] == 0.0  # the hub's own pages wait, as with tunnel weight 0
-    assert priorities[1] == pytest.approx(0.9 * 0.5) and priorities[2] == pytest.approx(0.1 * 0.5)
-
-    def offered(url: str) -> float:
-        link = NewLink(url, None, 2, priority=0.45, site_group=TUNNEL_OFF_SITE)
-        jlse.observe_result("http://hub.test/a", 0.1, [link])
-        return link.priority
-
-    first = offered("http://fresh1.test/x")
-    for i in range(20):  # the group's links led to irrelevant pages; the crawl's own pay
-        offered(f"http://junk{i}.test/x")
-        jlse.observe_result(f"http://junk{i}.test/x", 0.01, [])
-        for page in range(2):
-            jlse.observe_result(f"http://home.test/q{i}-{page}", 0.99, [])
-    assert jlse.sites.group_harvest(TUNNEL_OFF_SITE) == pytest.approx(1 / 22)
-    assert offered("http://fresh2.test/x") < 0.2 * first
