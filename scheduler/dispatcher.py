@@ -314,9 +314,9 @@ class Dispatcher:
         bests = [best for shard, best in crawl.best.items() if shard != index]
         low_elsewhere = sum(low for shard, low in crawl.low.items() if shard != index)
         # a down shard's tasks are stuck until it is back: they take no slot from the others
-        max_in_flight = crawl.max_outstanding - sum(
-            figures[1] for shard, figures in crawl.seen.items()
-            if shard != index and shard not in crawl.down)
+        in_flight_elsewhere = sum(figures[1] for shard, figures in crawl.seen.items()
+                                  if shard != index and shard not in crawl.down)
+        max_in_flight = crawl.max_outstanding - in_flight_elsewhere
         values = {"prefix": frontier.prefix, "now": repr(frontier.now()),
                   "lease_seconds": repr(frontier.lease_seconds),
                   "counters": frontier.counters_key,
@@ -335,7 +335,8 @@ class Dispatcher:
                   "low_elsewhere": low_elsewhere,
                   "floor": "" if floor is None else repr(floor),
                   "max_pops": "" if most is None else most,
-                  "min_pops": self._min_pops(crawl), "batch_wait": repr(BATCH_WAIT)}
+                  "min_pops": self._min_pops(crawl), "batch_wait": repr(BATCH_WAIT),
+                  "in_flight_elsewhere": in_flight_elsewhere}
         args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
         reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
@@ -356,14 +357,10 @@ class Dispatcher:
 
     def _min_pops(self, crawl: CrawlState) -> int:
         """The fewest pops a round of a shard makes before ``BATCH_WAIT`` (the script's
-        ``min_pops``): the crawl's ``fetch_batch`` while at least that many of its URLs are in
-        flight (their acknowledgements will free the slots), else 0, no hold: a small or slow
-        crawl never waits for slots nothing is going to free."""
+        ``min_pops``; it holds none while the crawl has fewer in flight): the crawl's
+        ``fetch_batch`` when messages carry several URLs, else 0 (no hold)."""
         batch = crawl.settings.fetch_batch
-        if batch < 2 or self.send_batch is None:
-            return 0
-        in_flight = sum(figures[1] for figures in crawl.seen.values())
-        return batch if in_flight >= batch else 0
+        return batch if batch > 1 and self.send_batch is not None else 0
 
     def _read_others(self, crawl_id: str, crawl: CrawlState, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every

@@ -113,7 +113,8 @@ DISPATCH_ARGS = (
     "prefix", "now", "lease_seconds", "counters", "state", "config_sha1", "max_pages",
     "max_in_flight", "priority_slack", "low_slots", "reap_batch", "reap_delay", "max_size",
     "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle",
-    "crawl_best", "low_elsewhere", "floor", "max_pops", "min_pops", "batch_wait")
+    "crawl_best", "low_elsewhere", "floor", "max_pops", "min_pops", "batch_wait",
+    "in_flight_elsewhere")
 
 # One dispatcher round of one shard of a crawl (``Dispatcher``); arguments as DISPATCH_ARGS:
 # counters = the shard's counters hash, state = the shard's state hash (``active``, ``sha1`` of
@@ -129,7 +130,9 @@ DISPATCH_ARGS = (
 # the crawl's best ready URLs (``dispatch_shards``), min pops = hold the pops back while fewer
 # than this many (or than the budget left, if fewer) could be made (free slots, the shard's
 # share or its ready hosts), until batch wait seconds passed since a round first held them
-# (P .. 'held_since'); until then pop a multiple of it (0 = no hold: pop what can be popped).
+# (P .. 'held_since'); until then pop a multiple of it (0 = no hold: pop what can be popped);
+# no hold either while the crawl has fewer than min pops in flight (in flight elsewhere: the
+# other shards'), as nothing may come to free the slots.
 # Returns {-1} when the crawl is no longer
 # active, {0} when its config changed (nothing done in either case), else {1, fetched, in
 # flight, queued, reaped, seconds until the next sleeping host wakes ('' = none), hosts with
@@ -175,7 +178,7 @@ local out = {}
 local pops_left = tonumber(A.max_pops) or math.huge
 local min_pops, hold_in = tonumber(A.min_pops), ''
 local target = math.min(min_pops, budget)  -- the budget's last pages: one message
-if target > 1 then
+if target > 1 and in_flight + tonumber(A.in_flight_elsewhere) >= min_pops then
   local can = math.min(max_in_flight - in_flight, pops_left, redis.call('ZCARD', READY))
   local since = tonumber(redis.call('GET', P .. 'held_since') or '')
   if can > 0 and not since then since = now end
