@@ -95,6 +95,23 @@ def test_a_held_round_sends_what_it_has_after_the_wait(registry):
     assert messages.sizes == [8, 3, 3]
 
 
+def test_a_restarted_dispatcher_keeps_the_hold_it_found(registry):
+    """The hold's start is in Redis: a second (or restarted) dispatcher neither sends what the
+    first holds nor waits longer than the first would have."""
+    frontier = _register(registry, _sites(11))
+    messages = Messages()
+    _dispatcher(registry, messages).serve(CRAWL)
+    frontier.push_many([CrawlTask(url=url, url_id=100 + i, priority=0.5)
+                        for i, url in enumerate(_sites(2, "late"))])
+    first = _dispatcher(registry, messages)
+    _, wait = first.serve(CRAWL)
+    second = _dispatcher(registry, messages)
+    sent, then = second.serve(CRAWL)
+    assert sent == 0 and then < wait  # the first's hold, not one of its own
+    time.sleep(then)
+    assert second.serve(CRAWL)[0] == 2 and messages.sizes == [8, 3, 2]
+
+
 def test_a_crawl_with_fewer_urls_in_flight_than_a_batch_is_not_held(registry):
     """One host, one URL in flight at a time: every round sends at once."""
     frontier = _register(registry, [f"http://one.test/{i}" for i in range(5)])
