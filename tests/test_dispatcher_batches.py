@@ -95,9 +95,10 @@ def test_a_held_round_sends_what_it_has_after_the_wait(registry):
     assert messages.sizes == [8, 3, 3]
 
 
-def test_a_restarted_dispatcher_keeps_the_hold_it_found(registry):
+def test_a_restarted_dispatcher_keeps_the_hold_it_found(registry, monkeypatch):
     """The hold's start is in Redis: a second (or restarted) dispatcher neither sends what the
     first holds nor waits longer than the first would have."""
+    monkeypatch.setattr(dispatcher_module, "BATCH_WAIT", 0.15)  # below IDLE_SLEEP: seen in wait
     frontier = _register(registry, _sites(11))
     messages = Messages()
     _dispatcher(registry, messages).serve(CRAWL)
@@ -123,7 +124,8 @@ def test_a_crawl_with_fewer_urls_in_flight_than_a_batch_is_not_held(registry):
     assert messages.sizes == [1] * 5
 
 
-def test_batches_stay_within_the_budget_and_the_crawl_ends(registry):
+def test_batches_stay_within_the_budget_and_the_crawl_ends(registry, monkeypatch):
+    monkeypatch.setattr(dispatcher_module, "BATCH_WAIT", 5.0)  # the acks here beat any wait
     frontier = _register(registry, _sites(60), max_pages=29)
     messages = Messages()
     dispatcher = _dispatcher(registry, messages)
