@@ -27,6 +27,13 @@ cannot span slots; otherwise it polls every ``CLUSTER_POLL`` seconds), which eve
 release fills: it wakes as soon as a host or a slot is free rather than polling, and otherwise when a sleeping host's delay ends, a lease may
 have expired, or ``IDLE_SLEEP`` passed.
 
+Batches (``fetch_batch`` N > 1): a round sends its URLs N to a message. A shard's round pops
+only when at least N pops can be made (free slots, the shard's share, ready hosts; then a
+multiple of N), or ``BATCH_WAIT`` after it first held back, or when the crawl has fewer than N
+URLs in flight or fewer than N pages left in its budget: otherwise a round per
+acknowledgement would send one URL a message. The hold's start is in the shard's Redis, so a
+restarted or second dispatcher keeps it.
+
 Shards: a round runs the script once per shard of the crawl this dispatcher serves, keeping the
 crawl's order across them (``scheduler.dispatch_shards``). A shard whose Redis is down or failing
 over is skipped (its hosts wait; the other shards are served). A shard whose hosts wait for
@@ -79,6 +86,12 @@ CLUSTER_POLL = 0.02  # seconds between rounds where a cluster cannot block on ev
 # to 0.1 s late: waits shorter than this are plain sleeps, longer ones stop blocking this early.
 BLOCK_SLACK = 0.1
 WARN_EVERY = 30.0  # seconds between warnings of one crawl's failing rounds
+# With fetch_batch N > 1, a shard's round holds its pops back while fewer than N could be made,
+# at most this long after it first held them: a dispatcher runs a round per acknowledgement,
+# so without it every message held the one slot or host just freed. Short against the 0.2 s
+# default politeness delay (a host's next request is at most a quarter of it late) and long
+# against the milliseconds a crawl whose Redis is its limit needs to free N slots.
+BATCH_WAIT = 0.05
 
 
 @dataclass
@@ -95,6 +108,7 @@ class DispatchRound:
     refill_due: int = 0  # of them, hosts due a refill now
     ready_best: float | None = None  # the best priority of a ready host left after the pops
     low_in_flight: int = 0  # of its URLs in flight, those below the low bound
+    hold_in: float | None = None  # seconds until its held pops go anyway; None: none held
 
 
 SendTask = Callable[[str, dict], None]
@@ -231,8 +245,9 @@ class Dispatcher:
                     self._active_read = -float("inf")
                     return len(popped), IDLE_SLEEP
                 popped += [(task, crawl.shards[index].frontier) for task in result.tasks]
-                if result.sleeper_ready_in is not None:
-                    wait = min(wait, max(result.sleeper_ready_in, MIN_WAIT))
+                for ready_in in (result.sleeper_ready_in, result.hold_in):
+                    if ready_in is not None:
+                        wait = min(wait, max(ready_in, MIN_WAIT))
         finally:  # the round's URLs in the crawl's order, whichever shard they came from
             popped.sort(key=lambda pair: -pair[0].priority)
             self._send_all(crawl_id, popped, crawl.settings.fetch_batch)
@@ -299,9 +314,9 @@ class Dispatcher:
         bests = [best for shard, best in crawl.best.items() if shard != index]
         low_elsewhere = sum(low for shard, low in crawl.low.items() if shard != index)
         # a down shard's tasks are stuck until it is back: they take no slot from the others
-        max_in_flight = crawl.max_outstanding - sum(
-            figures[1] for shard, figures in crawl.seen.items()
-            if shard != index and shard not in crawl.down)
+        in_flight_elsewhere = sum(figures[1] for shard, figures in crawl.seen.items()
+                                  if shard != index and shard not in crawl.down)
+        max_in_flight = crawl.max_outstanding - in_flight_elsewhere
         values = {"prefix": frontier.prefix, "now": repr(frontier.now()),
                   "lease_seconds": repr(frontier.lease_seconds),
                   "counters": frontier.counters_key,
@@ -319,22 +334,33 @@ class Dispatcher:
                   "crawl_best": repr(max(bests)) if bests else "",
                   "low_elsewhere": low_elsewhere,
                   "floor": "" if floor is None else repr(floor),
-                  "max_pops": "" if most is None else most}
+                  "max_pops": "" if most is None else most,
+                  "min_pops": self._min_pops(crawl), "batch_wait": repr(BATCH_WAIT),
+                  "in_flight_elsewhere": in_flight_elsewhere}
         args = [values[name] for name in redis_scripts.DISPATCH_ARGS]
         reply = self._script(keys=[frontier.prefix + "ready"], args=args)
         if reply[0] == -1:
             return _INACTIVE
         if not reply[0]:
             return None
-        fetched, in_flight, queued, reaped, ready_in, spilled, due, ready_best, low = reply[1:10]
+        fetched, in_flight, queued, reaped, ready_in, spilled, due, ready_best, low, hold_in = \
+            reply[1:11]
         tasks = []
-        for body, token in zip(reply[10::2], reply[11::2], strict=True):
+        for body, token in zip(reply[11::2], reply[12::2], strict=True):
             task = LeasedTask.from_dict(json.loads(body))
             task.lease = token.decode() if isinstance(token, bytes) else str(token)
             tasks.append(task)
         return DispatchRound(tasks, int(fetched), int(in_flight), int(queued), int(reaped),
                              float(ready_in) if ready_in else None, int(spilled), int(due),
-                             float(ready_best) if ready_best else None, int(low))
+                             float(ready_best) if ready_best else None, int(low),
+                             float(hold_in) if hold_in else None)
+
+    def _min_pops(self, crawl: CrawlState) -> int:
+        """The fewest pops a round of a shard makes before ``BATCH_WAIT`` (the script's
+        ``min_pops``; it holds none while the crawl has fewer in flight): the crawl's
+        ``fetch_batch`` when messages carry several URLs, else 0 (no hold)."""
+        batch = crawl.settings.fetch_batch
+        return batch if batch > 1 and self.send_batch is not None else 0
 
     def _read_others(self, crawl_id: str, crawl: CrawlState, force: bool = False) -> None:
         """Figures of the crawl's shards this dispatcher does not serve (every

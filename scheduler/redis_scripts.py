@@ -113,7 +113,8 @@ DISPATCH_ARGS = (
     "prefix", "now", "lease_seconds", "counters", "state", "config_sha1", "max_pages",
     "max_in_flight", "priority_slack", "low_slots", "reap_batch", "reap_delay", "max_size",
     "window", "elsewhere", "low_share", "diversity", "diversity_slack", "low_after_idle",
-    "crawl_best", "low_elsewhere", "floor", "max_pops")
+    "crawl_best", "low_elsewhere", "floor", "max_pops", "min_pops", "batch_wait",
+    "in_flight_elsewhere")
 
 # One dispatcher round of one shard of a crawl (``Dispatcher``); arguments as DISPATCH_ARGS:
 # counters = the shard's counters hash, state = the shard's state hash (``active``, ``sha1`` of
@@ -126,12 +127,17 @@ DISPATCH_ARGS = (
 # crawl), low elsewhere = low URLs in flight in the other shards (low slots are the crawl's),
 # floor = no pop below this priority in this call ('' = none), max pops = at most this many
 # pops in this call ('' = no bound beyond max in flight and the budget): the shard's share of
-# the crawl's best ready URLs (``dispatch_shards``).
+# the crawl's best ready URLs (``dispatch_shards``), min pops = hold the pops back while fewer
+# than this many (or than the budget left, if fewer) could be made (free slots, the shard's
+# share or its ready hosts), until batch wait seconds passed since a round first held them
+# (P .. 'held_since'); until then pop a multiple of it (0 = no hold: pop what can be popped);
+# no hold either while the crawl has fewer than min pops in flight (in flight elsewhere: the
+# other shards'), as nothing may come to free the slots.
 # Returns {-1} when the crawl is no longer
 # active, {0} when its config changed (nothing done in either case), else {1, fetched, in
 # flight, queued, reaped, seconds until the next sleeping host wakes ('' = none), hosts with
 # spilled URLs, hosts due a refill, the best ready priority left ('' = none), its URLs in
-# flight below the low bound, then json, token
+# flight below the low bound, seconds until a hold ends ('' = none), then json, token
 # per leased URL}. The pops follow the
 # low-priority slots rule as ``Dispatcher`` documents it, with the bound taken once per round.
 _DISPATCH_NAMES = ", ".join(f"'{name}'" for name in DISPATCH_ARGS)
@@ -170,6 +176,20 @@ end
 promote(now)
 local out = {}
 local pops_left = tonumber(A.max_pops) or math.huge
+local min_pops, hold_in = tonumber(A.min_pops), ''
+local target = math.min(min_pops, budget)  -- the budget's last pages: one message
+if target > 1 and in_flight + tonumber(A.in_flight_elsewhere) >= min_pops then
+  local can = math.min(max_in_flight - in_flight, pops_left, redis.call('ZCARD', READY))
+  local since = tonumber(redis.call('GET', P .. 'held_since') or '')
+  if can > 0 and not since then since = now end
+  if can > 0 and now - since < tonumber(A.batch_wait) then
+    pops_left = math.min(pops_left, can - can % target)
+    if pops_left == 0 then
+      redis.call('SET', P .. 'held_since', string.format('%.17g', since))
+      hold_in = string.format('%.17g', since + tonumber(A.batch_wait) - now)
+    end
+  end
+end
 while in_flight < max_in_flight and budget > 0 and pops_left > 0 do
   local min = nil
   local low_spent = low_started >= low_share * (started + 1)
@@ -186,6 +206,7 @@ while in_flight < max_in_flight and budget > 0 and pops_left > 0 do
     low_in_flight, low_started = low_in_flight + 1, low_started + 1
   end
 end
+if #out > 0 and min_pops > 0 then redis.call('DEL', P .. 'held_since') end
 if #out > 0 then
   redis.call('MSET', P .. 'started', started, P .. 'low_started', low_started,
              P .. 'last_start', string.format('%.17g', last_start))
@@ -198,7 +219,7 @@ local low_here = low_in_flight - tonumber(A.low_elsewhere)
 if not low_below then low_here = 0 end
 local reply = {1, fetched, in_flight, queued, reaped, ready_in, redis.call('HLEN', SPILL),
                redis.call('ZCOUNT', REFILL, '-inf', now),
-               redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or '', low_here}
+               redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or '', low_here, hold_in}
 for _, item in ipairs(out) do reply[#reply + 1] = item end
 return reply
 """
