@@ -158,6 +158,9 @@ class Settings:
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
     link_outcomes: bool = False
+    # jlse: an irrelevant page's links to other sites join the site bandit as a link group of
+    # their own, held to low_priority_share of the pages fetched (models/site_harvest.py)
+    tunnel_off_site: bool = True
     dead_end_vertices: bool = True  # jlse: fetched pages on no path to a result join G_w, Q = 0
     link_search_postings: list[int] = field(default_factory=lambda: [1024, 1024, 4])  # per field
     link_search_rescore: int = 4  # candidates re-ranked exactly per link

@@ -20,7 +20,9 @@ relevant so far):
   links of group g (a link to another site on a page expanded whole, or on a target page), a
   uniform prior: on a web whose articles link to their peers on other sites the target pages'
   links pay as well as any, on one whose stories link to other topics' sites they stop being
-  followed after the first few.
+  followed after the first few. A third group holds the links to other sites of pages judged
+  irrelevant (hubs, aggregators: ``LearnedTunnelling``'s ``tunnel_share``), held to a share
+  of the pages fetched (:meth:`SiteHarvest.over_share`).
 
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
-OFF_SITE, TARGET_OFF_SITE = 1, 2  # the link groups (``NewLink.site_group``)
+OFF_SITE, TARGET_OFF_SITE, TUNNEL_OFF_SITE = 1, 2, 3  # the link groups (``NewLink.site_group``)
 PROBES = 5  # a target page's off-site links: the first ones are fetched at the page's weight
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 
@@ -117,6 +119,17 @@ class SiteHarvest:
                 return False
             bound = _rate(count) + self.optimism / math.sqrt(1.0 + count[0])
             return bound < self.crawl_harvest()
+
+    def over_share(self, group: int, share: float) -> bool:
+        """Whether the pages fetched through ``group`` exceed ``share`` of the crawl's pages
+        (the first ``PROBES`` excepted)."""
+        with self._lock:
+            taken = self._groups.get(group, [0, 0])[0]
+            return taken >= PROBES + share * self._total[0]
+
+    def group_of(self, url: str) -> int:
+        """The group a ranked, not yet fetched URL was offered in (0: none known)."""
+        return self._pending.get(url, 0)
 
     def harvest(self, site: str) -> float:
         """The site's harvest estimate without optimism."""

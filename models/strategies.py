@@ -34,7 +34,7 @@ import numpy as np
 from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
-from jlse.models.site_harvest import TARGET_OFF_SITE, SiteHarvest, site_of
+from jlse.models.site_harvest import TARGET_OFF_SITE, TUNNEL_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -263,6 +263,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     are written (:meth:`observe_result`), by their site's and their link group's learnt lift,
     and a target page gives its links to other sites too while that group pays: the link
     evidence, learnt on the sites already walked, otherwise keeps the crawl on its first sites.
+    An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
+    group of their own, at their evidence x their link-text P instead of 0: hubs judged
+    irrelevant are often the only pages that link to a topic's other sites. The group takes at
+    most ``tunnel_share`` of the pages fetched: past it, its links are ranked at 0 and, popped,
+    wait again (:meth:`pop_lift`), so a crawl whose own links run dry does not spend itself on them.
     Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
@@ -274,8 +279,10 @@ class LearnedTunnelling(JointLinkSimilarity):
                  section_links: float = 0.0, link_text_relevance: LinkTextFn | None = None,
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
                  site_optimism: float | None = None, redirect_waste: bool = False,
-                 link_outcomes: bool = False, **base: Any) -> None:
+                 link_outcomes: bool = False, tunnel_share: float = 0.0,
+                 **base: Any) -> None:
         super().__init__(evaluator, **base)
+        self.tunnel_share = tunnel_share
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
         self.section_links = section_links
@@ -312,8 +319,11 @@ class LearnedTunnelling(JointLinkSimilarity):
         lifts = self.sites.offer([link.url for link in offered],
                                  [link.site_group for link in offered])
         weight = self.page_weight(relevance)
+        capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
         for link, lift in zip(offered, lifts, strict=True):
             link.priority = min(1.0, link.priority * float(lift))
+            if capped and link.site_group == TUNNEL_OFF_SITE:
+                link.priority = 0.0
             if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
                 link.priority = max(link.priority, weight)  # a probe: fetched soon
 
@@ -328,7 +338,12 @@ class LearnedTunnelling(JointLinkSimilarity):
             self.redirects.observe(url, waste)
 
     def pop_lift(self, url: str) -> float:
-        return 1.0 if self.redirects is None else self.redirects.lift(url)
+        lift = 1.0 if self.redirects is None else self.redirects.lift(url)
+        if self.tunnel_share > 0 and self.sites is not None \
+                and self.sites.group_of(url) == TUNNEL_OFF_SITE \
+                and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share):
+            return 0.0  # not 1% of it: that still came before every link at 0 (forsale .507)
+        return lift
 
     def lift_at_pop(self) -> None:
         self.redirects_at_pop = True
@@ -365,11 +380,18 @@ class LearnedTunnelling(JointLinkSimilarity):
         if relevance > 0 and self.link_text_weight > 0 and self.link_text_relevance is not None:
             text = self._link_text(anchors, contexts)
             weights *= 1.0 - self.link_text_weight + self.link_text_weight * text
-        priorities = weights * np.maximum(sim_anchor, sim_predicted)
-        if self.sites is None or relevance <= 0 or not page_url:
+        evidence = np.maximum(sim_anchor, sim_predicted)
+        priorities = weights * evidence
+        if self.sites is None or not page_url:
             return priorities, None
         page_site = site_of(page_url)
-        return priorities, np.array([int(site_of(url) != page_site) for url in urls])
+        off_site = np.array([site_of(url) != page_site for url in urls])
+        if relevance > 0:
+            return priorities, off_site.astype(int)
+        if self.tunnel_share <= 0 or self.link_text_relevance is None:
+            return priorities, None
+        tunnels = np.where(off_site, self._link_text(anchors, contexts) * evidence, priorities)
+        return tunnels, off_site * TUNNEL_OFF_SITE
 
     def _link_text(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
         """P(relevant | each link's anchor + context): the samples' link-text model, with the

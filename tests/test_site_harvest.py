@@ -9,6 +9,7 @@ from jlse.models.site_harvest import (
     OFF_SITE,
     PROBES,
     TARGET_OFF_SITE,
+    TUNNEL_OFF_SITE,
     SiteHarvest,
     site_of,
 )
@@ -123,6 +124,27 @@ def test_irrelevant_pages_offer_nothing() -> None:
     assert jlse.sites is not None and "y.test" not in jlse.sites._offered
 
 
+def test_irrelevant_pages_off_site_links_join_a_group_capped_at_its_share() -> None:
+    jlse = LearnedTunnelling(FixedEvidence(0.5), site_optimism=0.3, tunnel_share=0.1,
+                             link_text_relevance=lambda anchors, _contexts: [0.8] * len(anchors))
+    for i in range(20):
+        jlse.observe_result(f"http://home.test/p{i}", 0.99, [])
+    urls = ["http://far.test/a", "http://hub.test/b"]
+    priorities, groups = jlse.score_links_and_sites(0.1, 1, ["", ""], urls, ["", ""],
+                                                    page_url="http://hub.test/h")
+    assert priorities[0] == pytest.approx(0.8 * 0.5) and priorities[1] == 0.0
+    assert groups.tolist() == [TUNNEL_OFF_SITE, 0]  # on-site links of a hub still wait at 0
+    assert score(jlse, "http://hub.test/h", [f"http://far{i}.test/" for i in range(PROBES + 4)],
+                 relevance=0.1).min() > 0
+    assert jlse.pop_lift("http://far0.test/") == 1.0
+    for i in range(PROBES + 3):  # the group's pages: past PROBES + 10% of the crawl's pages
+        jlse.observe_result(f"http://far{i}.test/", 0.01, [])
+    assert jlse.sites.over_share(TUNNEL_OFF_SITE, 0.1)
+    assert jlse.pop_lift(f"http://far{PROBES + 3}.test/") == 0.0  # queued before: held at pop
+    assert score(jlse, "http://hub.test/h", ["http://late.test/"], relevance=0.1).tolist() == [0.0]
+    assert jlse.pop_lift("http://home.test/p99") == 1.0  # other links are not capped
+
+
 def test_site_harvest_estimates() -> None:
     sites = SiteHarvest(optimism=0.0)
     assert sites.crawl_harvest() == 0.5
@@ -164,6 +186,12 @@ def test_site_bandit_is_on_by_default_and_reaches_jlse_only(phone_model) -> None
     assert not make_strategy("jlse", Settings(site_optimism=-1), phone_model).explores_sites
     assert not make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model).explores_sites
     assert not make_strategy("best-first", Settings(), phone_model).explores_sites
+
+
+def test_tunnel_links_are_on_by_default_and_held_to_the_low_priority_share(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).tunnel_share == 0.1
+    assert make_strategy("jlse", Settings(low_priority_share=0.2), phone_model).tunnel_share == 0.2
+    assert make_strategy("jlse", Settings(tunnel_off_site=False), phone_model).tunnel_share == 0.0
 
 
 def test_off_site_links() -> None:
