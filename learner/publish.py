@@ -67,7 +67,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TypeVar
 
 import redis
 
@@ -75,8 +75,10 @@ from jlse.learner.background import QTableHolder
 from jlse.learner.qtable_cache import MachineCache
 from jlse.models.link_index import LinkIndex
 from jlse.models.qtable import QTable, index_from_archive, read_archive, write_index
+from jlse.models.qtable_files import map_directory
 
 log = logging.getLogger(__name__)
+Built = TypeVar("Built")
 
 DEFAULT_PREFIX = "jlse:qtable:"
 KEEP_VERSIONS = 3
@@ -311,23 +313,23 @@ class RedisQTableStore:
             if version == 0:
                 return None
         key = self.blob_key(version)
-        archive = self._archive(key, f"v{int(version)}.qtable", version)
-        if archive is None:
-            return None
-        arrays, header = archive
-        index = None
-        ref = header.get("index")
-        if ref is not None:
-            index = self._index(str(ref))
-            if index is None:
-                return None
-        try:
-            table = QTable.from_arrays(arrays, header, index)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-        if table.version != version:
-            raise ValueError(f"{key}: holds Q-table version {table.version}")
-        return table
+
+        def build(arrays: dict, header: dict) -> QTable | None:
+            index = None
+            ref = header.get("index")
+            if ref is not None:
+                index = self._index(str(ref))
+                if index is None:
+                    return None
+            try:
+                table = QTable.from_arrays(arrays, header, index)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+            if table.version != version:
+                raise ValueError(f"{key}: holds Q-table version {table.version}")
+            return table
+
+        return self._archive(key, f"v{int(version)}.qtable", version, build)
 
     def _index(self, ref: str) -> LinkIndex | None:
         """The shared index ``ref``: the last one loaded if it is that one, else read."""
@@ -336,38 +338,44 @@ class RedisQTableStore:
         if not _REF.fullmatch(ref):
             raise ValueError(f"Q-table: invalid index name {ref!r}")
         key = self.index_key(ref)
-        archive = self._archive(key, f"i{ref}.qtable", None)
-        if archive is None:
-            return None
-        arrays, header = archive
-        try:
-            index = index_from_archive(arrays, header)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-        index.uid = ref
-        self._last_index = (ref, index)
+
+        def build(arrays: dict, header: dict) -> LinkIndex:
+            try:
+                return index_from_archive(arrays, header)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+
+        index = self._archive(key, f"i{ref}.qtable", None, build)
+        if index is not None:
+            index.uid = ref
+            self._last_index = (ref, index)
         return index
 
-    def _archive(self, key: str, file_name: str,
-                 version: int | None) -> tuple[dict, dict] | None:
-        """The arrays and header of the archive under ``key``: through the machine's cache
-        (as ``file_name``), else from Redis; None if it is not stored."""
+    def _archive(self, key: str, file_name: str, version: int | None,
+                 build: Callable[[dict, dict], Built | None]) -> Built | None:
+        """``build(arrays, header)`` of the archive under ``key``: through the machine's cache
+        (as ``file_name``, unpacked and memory-mapped, read-only), else from Redis; None if it
+        is not stored. A machine's copy that does not build is discarded and Redis's read."""
         if self.cache is None:
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
         try:
-            path = self.cache.fetch_file(file_name, lambda out: self.download(key, out),
-                                         version)
-            if path is None:
+            directory = self.cache.fetch_mapped(file_name, lambda out: self.download(key, out),
+                                                version)
+            if directory is None:
                 return None
-            with open(path, "rb") as source:
-                return _read(key, source)
+            return build(*map_directory(directory))  # shared with the machine's processes
         except ValueError:  # a bad copy on this machine: Redis's own, once more
             self.cache.discard_file(file_name)
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
         except OSError as exc:  # the cache's disk: this process downloads its own
             log.warning("Q-table cache %s failed (%s); reading %s from Redis",
                         self.cache.directory, exc, key)
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
+
+    def _build_from_redis(self, key: str,
+                          build: Callable[[dict, dict], Built | None]) -> Built | None:
+        archive = self._archive_from_redis(key)
+        return None if archive is None else build(*archive)
 
     def download(self, key: str | int, out: IO[bytes]) -> bool:
         """Write the archive under ``key`` (a key, or a version number) into ``out``
