@@ -388,6 +388,24 @@ class SqlCrawlStore(CrawlStore):
         log.debug("learning_graph: %d vertices, %d results", len(rows), int(rows.is_result.sum()))
         return rows
 
+    def learning_graph_batches(self, consume: Callable[[LearningGraphRows], None],
+                               dead_ends: bool = False, batch_rows: int | None = None) -> int:
+        size = STREAM_BATCH if batch_rows is None else int(batch_rows)
+        if size < 1:
+            raise ValueError(f"learning_graph_batches: batch_rows must be positive, not {size}")
+
+        def work(cur: Any) -> int:
+            cur.execute(self._q(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
+            count = 0
+            while batch := cur.fetchmany(size):
+                count += len(batch)
+                consume(graph_rows(batch))
+            return count
+
+        count = self._run_streaming(work, "learning_graph_batches")
+        log.debug("learning_graph_batches: %d vertices in batches of %d", count, size)
+        return count
+
     def fetch_watermark(self) -> int:
         row = self._run(lambda cur: self._fetchone(cur, "SELECT COALESCE(MAX(id), 0) FROM fetches"),
                         "fetch_watermark", write=False)
