@@ -4,8 +4,9 @@ The crawl is ``bench_learner_incremental``'s (``--vertices`` vertices of G_w, de
 included, anchors and contexts from pools of distinct strings, URLs distinct), bulk-loaded once
 into a private database that is kept (``--db``: reuse it) so that several codes can be measured
 on the same rows. Each measurement runs in a fresh process: ``IncrementalLearner.learn(store,
-1)``, the first round after a restart (the read, the tokenising of every vertex, Q, the index),
-its wall time and the process's peak RSS (``ru_maxrss``), less the RSS before the round.
+1)``, the first round after a restart (the read, the tokenising of every vertex, Q, the index):
+its wall time, its CPU time (this process's: the machine's other work moves it less) and the
+process's peak RSS (``ru_maxrss``), beside the RSS before the round.
 
 ``--code DIR`` runs the measuring process on another checkout of jlse (``DIR/jlse`` importable
 as the package, as ``make lint``'s import tree): main's code for the "before" figures.
@@ -40,12 +41,12 @@ def measure(url: str) -> None:
         store.result_count()
         baseline = _rss_mb()
         learner = IncrementalLearner(Settings(strategy="jlse"))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         table = learner.learn(store, 1)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"vertices": len(learner.graph), "results": learner.n_results,
-                      "version": table.version, "seconds": round(seconds, 1),
+                      "version": table.version, "seconds": round(seconds, 1), "cpu_s": round(cpu, 1),
                       "baseline_mb": round(baseline), "peak_rss_mb": round(peak),
                       "code": sys.modules["jlse.learner.incremental"].__file__}))
 
@@ -111,7 +112,7 @@ def main() -> None:
                             stdout=subprocess.PIPE, text=True).stdout
     figures = json.loads(output.strip().splitlines()[-1])
     print(f"{figures['code']}: first round after a restart, {figures['vertices']:,} vertices "
-          f"({figures['results']:,} results): {figures['seconds']} s, peak RSS "
+          f"({figures['results']:,} results): {figures['seconds']} s ({figures['cpu_s']} s CPU), peak RSS "
           f"{figures['peak_rss_mb']} MB ({figures['baseline_mb']} MB before the round)")
     if args.drop:
         drop(args.admin, name)
