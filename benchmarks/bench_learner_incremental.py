@@ -59,6 +59,7 @@ from jlse.learner.learner import Learner
 from jlse.models.tokenizer import tokenize
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.base import LearningGraphRows
+from jlse.scheduler.store.pg_writes import url_fingerprint
 from jlse.settings import Settings
 
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner_incremental.json"
@@ -123,8 +124,8 @@ def load_postgres(url: str, crawl: SyntheticCrawl, texts: Texts, before: np.ndar
         for start in range(0, len(crawl.parent_ids), CHUNK):
             stop = min(start + CHUNK, len(crawl.parent_ids))
             rows = _link_rows(crawl, texts, fetched & is_result, fetched, start, stop)
-            cur.copy_expert(f"COPY links ({', '.join(COLUMNS)}) FROM STDIN",
-                            copy_text(list(rows)))
+            cur.copy_expert(f"COPY links ({', '.join((*COLUMNS, 'url_fp'))}) FROM STDIN",
+                            copy_text([(*row, url_fingerprint(row[1])) for row in rows]))
         done = before.tolist()
         cur.copy_expert("COPY fetches (url_id, fetched_at, outcome) FROM STDIN",
                         io.StringIO("".join(f"{i}\t2000\tok\n" for i in done)))

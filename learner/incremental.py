@@ -14,6 +14,7 @@ are those of the indexed vertices (docs/algorithms.md §1.11).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -36,6 +37,9 @@ LOOKBACK = 5_000  # crawl-history ids read again each round (late commits of par
 FULL_INDEX_BELOW = 200_000  # vertices: below, the index is reassembled every round
 INDEX_GROWTH = 0.1  # above, when G_w has grown by this share since the last assembly
 MAX_ANCESTOR_STEPS = 200  # parent look-ups per round (bounds a corrupt, endless parent chain)
+# Rows per batch of a full read: its strings (~60 MB) and one pass over the vertex index per
+# batch (VertexTable.add keeps link ids sorted: at 1e8 vertices 500 batches, a minute of copying).
+READ_BATCH = 200_000
 
 
 class IncrementalLearner:
@@ -45,12 +49,14 @@ class IncrementalLearner:
     crawl database (its state is that crawl's G_w)."""
 
     def __init__(self, settings: Settings, *, full_index_below: int = FULL_INDEX_BELOW,
-                 index_growth: float = INDEX_GROWTH, lookback: int = LOOKBACK) -> None:
+                 index_growth: float = INDEX_GROWTH, lookback: int = LOOKBACK,
+                 read_batch: int = READ_BATCH) -> None:
         self.settings = settings
         self.dead_ends = settings.strategy == "jlse" and settings.dead_end_vertices
         self.full_index_below = full_index_below
         self.index_growth = index_growth
         self.lookback = lookback
+        self.read_batch = read_batch  # rows per batch of a full read
         self.rebuilds = 0  # full reads of the crawl database (1 unless reset)
         self.reset()
 
@@ -97,7 +103,7 @@ class IncrementalLearner:
         if full:
             self.reset()
             top = store.fetch_watermark()  # before the read: what commits meanwhile comes again
-            self.add_rows(store.learning_graph(self.dead_ends), store)
+            self._read_whole(store)
             self.rebuilds += 1
         else:
             rows, top = store.learning_rows_since(max(0, self.watermark - self.lookback),
@@ -105,32 +111,58 @@ class IncrementalLearner:
             self.add_rows(rows, store)
         self.watermark = top if full else max(self.watermark, top)
 
+    def _read_whole(self, store: CrawlStore) -> None:
+        """G_w read batch by batch (``read_batch`` rows): each batch's vertices are added as it
+        comes, so the read holds one batch of strings, never the whole result; parent edges,
+        missing ancestors and Q once all are in (a parent may come in a later batch)."""
+        grown = _Grown()
+        store.learning_graph_batches(lambda rows: self._collect(rows, grown), self.dead_ends,
+                                     self.read_batch)
+        self._finish(grown, store)
+
     def add_rows(self, rows: LearningGraphRows, store: CrawlStore | None = None) -> int:
         """Add G_w rows (new vertices, new results), the ancestors they lack (read from
         ``store``), and raise Q; the number of vertices added. Without a store, a row's parent
         must already be a vertex or come in ``rows`` (else the row gets no parent edge)."""
+        grown = _Grown()
+        self._collect(rows, grown)
+        return self._finish(grown, store)
+
+    def _collect(self, rows: LearningGraphRows, grown: _Grown) -> None:
+        """Mark the known vertices among ``rows`` that became results; append the others."""
         ids, first = np.unique(np.asarray(rows.ids, dtype=np.int64), return_index=True)
         is_result = np.asarray(rows.is_result, dtype=bool)[first]
         known = self.graph.vertices_of(ids)
-        changed = [self.graph.mark_leaves(known[(known >= 0) & is_result])]
-        added, parents = [], []
+        grown.changed.append(self.graph.mark_leaves(known[(known >= 0) & is_result]))
         pending = _take(rows, first[known < 0])
-        for _ in range(MAX_ANCESTOR_STEPS):
-            if not len(pending):
+        if len(pending):
+            grown.added.append(self._append(pending))
+            grown.parents.append(pending.parent_ids)
+
+    def _finish(self, grown: _Grown, store: CrawlStore | None) -> int:
+        """The ancestors the new vertices lack (from ``store``), their parent edges, Q raised;
+        the number of vertices added."""
+        added, parents, changed = grown.added, grown.parents, grown.changed
+        if added:
+            missing = np.unique(np.concatenate(parents))
+        for _ in range(MAX_ANCESTOR_STEPS - 1):
+            if not added or store is None:
                 break
-            vertices = self._append(pending)
-            added.append(vertices)
-            parents.append(pending.parent_ids)
-            missing = np.unique(pending.parent_ids[pending.parent_ids >= 0])
+            missing = missing[missing >= 0]
             missing = missing[self.graph.vertices_of(missing) < 0]
-            if store is None or not len(missing):
+            if not len(missing):
                 break
             pending = _unique(store.learning_rows_by_id(missing.tolist()))
+            if not len(pending):
+                break
+            added.append(self._append(pending))
+            parents.append(pending.parent_ids)
+            missing = np.unique(pending.parent_ids)
         if added:
             vertices = np.concatenate(added)
             self.graph.link_parents(vertices, np.concatenate(parents))
             changed.append(vertices[self.graph.leaves.view()[vertices]])
-        changed = np.concatenate(changed)
+        changed = np.concatenate(changed) if changed else np.zeros(0, dtype=np.int64)
         self.n_results += len(changed)
         self.last_steps = self.graph.propagate(changed)
         release_memory()
@@ -172,6 +204,16 @@ class IncrementalLearner:
         index.uid = uuid.uuid4().hex  # the tables of the rounds until the next assembly share it
         release_memory()
         return index
+
+
+@dataclasses.dataclass
+class _Grown:
+    """What a round added so far: new vertices and their parents' link ids (per batch), and
+    the vertices that became results."""
+
+    added: list[np.ndarray] = dataclasses.field(default_factory=list)
+    parents: list[np.ndarray] = dataclasses.field(default_factory=list)
+    changed: list[np.ndarray] = dataclasses.field(default_factory=list)
 
 
 def _take(rows: LearningGraphRows, at: np.ndarray) -> LearningGraphRows:

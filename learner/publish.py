@@ -67,16 +67,19 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TypeVar
 
 import redis
 
 from jlse.learner.background import QTableHolder
+from jlse.learner.publish_scripts import NEXT_VERSION_SCRIPT, PUBLISH_SCRIPT
 from jlse.learner.qtable_cache import MachineCache
 from jlse.models.link_index import LinkIndex
 from jlse.models.qtable import QTable, index_from_archive, read_archive, write_index
+from jlse.models.qtable_files import map_directory
 
 log = logging.getLogger(__name__)
+Built = TypeVar("Built")
 
 DEFAULT_PREFIX = "jlse:qtable:"
 KEEP_VERSIONS = 3
@@ -85,105 +88,6 @@ CHUNK_TTL = 3600  # seconds a chunk lives until its publication's script keeps i
 MAX_CHUNKS = 1 << 16  # a manifest naming more is refused (forged or damaged)
 _REF = re.compile(r"[0-9A-Za-z_-]{1,64}")  # a shared index's name (LinkIndex.uid)
 MANIFEST = b"jlse-qtable-chunks\n"  # the first bytes of a chunked version's P + "v" + N
-
-# ARGV: prefix, version, blob or manifest, keep_versions, number of chunks (0: the blob itself),
-# the index it shares ('' for none), that index's chunks (-1: it was stored before). Returns the
-# current version after the call; an error if a chunk or the index is missing.
-_PUBLISH = r"""
-local P, version, keep, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local ref, index_chunks = ARGV[6], tonumber(ARGV[7])
-local CURRENT, VERSIONS, CHUNKS, INDEXES = P .. 'current', P .. 'versions', P .. 'chunks',
-  P .. 'indexes'
-local blob = P .. 'v' .. ARGV[2]
-local function check(key, count)
-  for i = 0, count - 1 do
-    if redis.call('EXISTS', key .. ':' .. i) == 0 then
-      return redis.error_reply('Q-table chunk ' .. i .. ' of ' .. key .. ' is missing')
-    end
-  end
-end
-local function keep_chunks(key, field, count)
-  local before = tonumber(redis.call('HGET', CHUNKS, field) or '0')
-  for i = count, before - 1 do
-    redis.call('UNLINK', key .. ':' .. i)
-  end
-  for i = 0, count - 1 do
-    redis.call('PERSIST', key .. ':' .. i)
-  end
-  if count > 0 then
-    redis.call('HSET', CHUNKS, field, count)
-  else
-    redis.call('HDEL', CHUNKS, field)
-  end
-end
-local function drop(key, field)
-  local chunks = tonumber(redis.call('HGET', CHUNKS, field) or '0')
-  for i = 0, chunks - 1 do
-    redis.call('UNLINK', key .. ':' .. i)
-  end
-  redis.call('HDEL', CHUNKS, field)
-  redis.call('UNLINK', key)
-end
-local missing = check(blob, n)
-if missing then return missing end
-if ref ~= '' then
-  local index = P .. 'i' .. ref
-  if redis.call('EXISTS', index) == 0 then
-    return redis.error_reply('Q-table index ' .. ref .. ' is missing')
-  end
-  if index_chunks >= 0 then
-    missing = check(index, index_chunks)
-    if missing then return missing end
-    redis.call('PERSIST', index)
-    keep_chunks(index, 'i' .. ref, index_chunks)
-  end
-  redis.call('HSET', INDEXES, ARGV[2], ref)
-else
-  redis.call('HDEL', INDEXES, ARGV[2])
-end
-keep_chunks(blob, ARGV[2], n)
-redis.call('SET', blob, ARGV[3])
-redis.call('ZADD', VERSIONS, version, ARGV[2])
-local current = tonumber(redis.call('GET', CURRENT) or '0')
-if version > current then
-  redis.call('SET', CURRENT, ARGV[2])
-  current = version
-end
-local old = redis.call('ZRANGE', VERSIONS, 0, -(keep + 1))
-local orphans = {}
-for _, member in ipairs(old) do
-  if tonumber(member) ~= current then
-    drop(P .. 'v' .. member, member)
-    local shared = redis.call('HGET', INDEXES, member)
-    if shared then
-      orphans[shared] = true
-      redis.call('HDEL', INDEXES, member)
-    end
-    redis.call('ZREM', VERSIONS, member)
-  end
-end
-for _, shared in ipairs(redis.call('HVALS', INDEXES)) do
-  orphans[shared] = nil
-end
-for shared, _ in pairs(orphans) do
-  drop(P .. 'i' .. shared, 'i' .. shared)
-end
-return current
-"""
-
-# ARGV: prefix. A counter that also never hands out a version at or below ``current`` (say,
-# after tables were published with versions chosen elsewhere).
-_NEXT_VERSION = r"""
-local P = ARGV[1]
-local n = redis.call('INCR', P .. 'next')
-local current = tonumber(redis.call('GET', P .. 'current') or '0')
-if n <= current then
-  n = current + 1
-  redis.call('SET', P .. 'next', n)
-end
-return n
-"""
-
 
 class RedisQTableStore:
     """Publishes, lists and loads versioned Q-tables under one key prefix (layout above).
@@ -211,8 +115,8 @@ class RedisQTableStore:
         self.versions_key = prefix + "versions"
         self.last_published_bytes = 0  # bytes written to Redis by the last publish
         self._last_index: tuple[str, LinkIndex] | None = None  # the last shared index read
-        self._publish = client.register_script(_PUBLISH)
-        self._next_version = client.register_script(_NEXT_VERSION)
+        self._publish = client.register_script(PUBLISH_SCRIPT)
+        self._next_version = client.register_script(NEXT_VERSION_SCRIPT)
 
     def blob_key(self, version: int) -> str:
         return f"{self.prefix}v{int(version)}"
@@ -311,23 +215,23 @@ class RedisQTableStore:
             if version == 0:
                 return None
         key = self.blob_key(version)
-        archive = self._archive(key, f"v{int(version)}.qtable", version)
-        if archive is None:
-            return None
-        arrays, header = archive
-        index = None
-        ref = header.get("index")
-        if ref is not None:
-            index = self._index(str(ref))
-            if index is None:
-                return None
-        try:
-            table = QTable.from_arrays(arrays, header, index)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-        if table.version != version:
-            raise ValueError(f"{key}: holds Q-table version {table.version}")
-        return table
+
+        def build(arrays: dict, header: dict) -> QTable | None:
+            index = None
+            ref = header.get("index")
+            if ref is not None:
+                index = self._index(str(ref))
+                if index is None:
+                    return None
+            try:
+                table = QTable.from_arrays(arrays, header, index)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+            if table.version != version:
+                raise ValueError(f"{key}: holds Q-table version {table.version}")
+            return table
+
+        return self._archive(key, f"v{int(version)}.qtable", version, build)
 
     def _index(self, ref: str) -> LinkIndex | None:
         """The shared index ``ref``: the last one loaded if it is that one, else read."""
@@ -336,38 +240,44 @@ class RedisQTableStore:
         if not _REF.fullmatch(ref):
             raise ValueError(f"Q-table: invalid index name {ref!r}")
         key = self.index_key(ref)
-        archive = self._archive(key, f"i{ref}.qtable", None)
-        if archive is None:
-            return None
-        arrays, header = archive
-        try:
-            index = index_from_archive(arrays, header)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-        index.uid = ref
-        self._last_index = (ref, index)
+
+        def build(arrays: dict, header: dict) -> LinkIndex:
+            try:
+                return index_from_archive(arrays, header)
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+
+        index = self._archive(key, f"i{ref}.qtable", None, build)
+        if index is not None:
+            index.uid = ref
+            self._last_index = (ref, index)
         return index
 
-    def _archive(self, key: str, file_name: str,
-                 version: int | None) -> tuple[dict, dict] | None:
-        """The arrays and header of the archive under ``key``: through the machine's cache
-        (as ``file_name``), else from Redis; None if it is not stored."""
+    def _archive(self, key: str, file_name: str, version: int | None,
+                 build: Callable[[dict, dict], Built | None]) -> Built | None:
+        """``build(arrays, header)`` of the archive under ``key``: through the machine's cache
+        (as ``file_name``, unpacked and memory-mapped, read-only), else from Redis; None if it
+        is not stored. A machine's copy that does not build is discarded and Redis's read."""
         if self.cache is None:
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
         try:
-            path = self.cache.fetch_file(file_name, lambda out: self.download(key, out),
-                                         version)
-            if path is None:
+            directory = self.cache.fetch_mapped(file_name, lambda out: self.download(key, out),
+                                                version)
+            if directory is None:
                 return None
-            with open(path, "rb") as source:
-                return _read(key, source)
+            return build(*map_directory(directory))  # shared with the machine's processes
         except ValueError:  # a bad copy on this machine: Redis's own, once more
             self.cache.discard_file(file_name)
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
         except OSError as exc:  # the cache's disk: this process downloads its own
             log.warning("Q-table cache %s failed (%s); reading %s from Redis",
                         self.cache.directory, exc, key)
-            return self._archive_from_redis(key)
+            return self._build_from_redis(key, build)
+
+    def _build_from_redis(self, key: str,
+                          build: Callable[[dict, dict], Built | None]) -> Built | None:
+        archive = self._archive_from_redis(key)
+        return None if archive is None else build(*archive)
 
     def download(self, key: str | int, out: IO[bytes]) -> bool:
         """Write the archive under ``key`` (a key, or a version number) into ``out``

@@ -12,6 +12,14 @@ The directory is this user's alone (created 0700; one with other permissions or 
 is not used), and a file is parsed like a blob from Redis (arrays and JSON, never unpickled).
 It lives in ``JLSE_QTABLE_CACHE``, else in /dev/shm (memory) where it exists, else in the
 temporary directory; the newest ``KEEP`` versions of a crawl stay there.
+
+**Mapped, not read.** The store (``publish.RedisQTableStore``) asks for a version unpacked
+(:meth:`MachineCache.fetch_mapped`): the process that downloads it also unpacks it, under the
+same lock, into a directory of ``.npy`` files (``models/qtable_files.py``, with the search
+postings it derives once for all), which appears by a rename once whole, and removes the
+archive. Every process then memory-maps those files read-only: the machine holds one copy of the
+arrays (the page cache's, in memory on /dev/shm), shared by its processes, where each process
+used to read the archive into memory of its own.
 """
 
 from __future__ import annotations
@@ -20,16 +28,20 @@ import fcntl
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from jlse.models.qtable_files import unpack_archive
+
 log = logging.getLogger(__name__)
 
 KEEP = 3  # versions kept per crawl
 KEEP_INDEXES = 2  # shared link indexes kept per crawl (the newest)
+MAPPED_SUFFIX = ".npys"  # an archive unpacked into a directory of .npy files
 
 
 def default_root() -> Path:
@@ -102,43 +114,90 @@ class MachineCache:
         with self._locked():  # one process downloads, the others wait and read its file
             if path.exists():
                 return path
-            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".part")
-            try:
-                with os.fdopen(handle, "wb") as file:
-                    stored = download(file)
-                if not stored:
-                    Path(temporary).unlink(missing_ok=True)
-                    return None
-                os.replace(temporary, path)  # readers see all of it or nothing
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
-            if version is not None:
-                self._trim(version)
-            else:
-                self._trim_indexes()
+            if not self._download(path, download):
+                return None
+            self._trim_after(version)
             return path
+
+    def mapped_path(self, name: str) -> Path:
+        """The directory holding archive ``name`` unpacked (:meth:`fetch_mapped`)."""
+        return self.directory / (name.split(".", 1)[0] + MAPPED_SUFFIX)
+
+    def fetch_mapped(self, name: str, download: Callable[[IO[bytes]], bool],
+                     version: int | None = None) -> Path | None:
+        """:meth:`fetch_file`'s archive unpacked into a directory of ``.npy`` files for the
+        processes to map (``models.qtable_files.map_directory``); the archive goes once
+        unpacked. None if the download found none; ValueError if the archive is invalid."""
+        directory = self.mapped_path(name)
+        if directory.is_dir():
+            return directory
+        with self._locked():
+            if directory.is_dir():
+                return directory
+            archive = self.directory / name
+            if not archive.exists() and not self._download(archive, download):
+                return None
+            work = Path(tempfile.mkdtemp(dir=self.directory, suffix=".part"))
+            try:
+                unpack_archive(archive, work)
+                os.replace(work, directory)  # readers see all of it or nothing
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+            archive.unlink(missing_ok=True)  # one copy on the machine
+            self._trim_after(version)
+            return directory
+
+    def _download(self, path: Path, download: Callable[[IO[bytes]], bool]) -> bool:
+        """``download`` into ``path`` through a temporary file (under the lock); False if it
+        stored nothing."""
+        handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                stored = download(file)
+            if not stored:
+                Path(temporary).unlink(missing_ok=True)
+                return False
+            os.replace(temporary, path)  # readers see all of it or nothing
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return True
+
+    def _trim_after(self, version: int | None) -> None:
+        if version is not None:
+            self._trim(version)
+        else:
+            self._trim_indexes()
 
     def discard(self, version: int) -> None:
         """Forget a copy (it did not parse)."""
         self.path(version).unlink(missing_ok=True)
 
     def discard_file(self, name: str) -> None:
+        """Forget a file, and its unpacked directory (it did not parse)."""
         (self.directory / name).unlink(missing_ok=True)
+        shutil.rmtree(self.mapped_path(name), ignore_errors=True)
 
     def _trim_indexes(self) -> None:
-        indexes = sorted(self.directory.glob("i*.qtable"), key=_modified, reverse=True)
-        for path in indexes[KEEP_INDEXES:]:
-            path.unlink(missing_ok=True)
+        paths = [*self.directory.glob("i*.qtable"), *self.directory.glob("i*" + MAPPED_SUFFIX)]
+        newest: dict[str, float] = {}
+        for path in paths:
+            stem = path.name.split(".", 1)[0]
+            newest[stem] = max(newest.get(stem, 0.0), _modified(path))
+        kept = set(sorted(newest, key=newest.__getitem__, reverse=True)[:KEEP_INDEXES])
+        for path in paths:
+            if path.name.split(".", 1)[0] not in kept:
+                _remove(path)
 
     def _trim(self, newest: int) -> None:
-        for path in self.directory.glob("v*.qtable"):
+        for path in [*self.directory.glob("v*.qtable"), *self.directory.glob("v*" + MAPPED_SUFFIX)]:
             try:
-                version = int(path.stem[1:])
+                version = int(path.name.split(".", 1)[0][1:])
             except ValueError:
                 continue
             if version <= newest - self.keep:
-                path.unlink(missing_ok=True)
+                _remove(path)  # a process mapping it keeps its pages until it lets go
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -148,6 +207,13 @@ class MachineCache:
                 yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _modified(path: Path) -> float:

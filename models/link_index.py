@@ -92,6 +92,7 @@ class LinkIndex:
         # A name for the fitted index that Q-table versions sharing it carry (the incremental
         # learner's: it keeps one index for several rounds); None: each table has its own.
         self.uid: str | None = None
+        self._given_postings: sp.csr_matrix | None = None
 
     def fit(self, anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str]) -> Self:
         """Index one (anchor, url, context) triple per vertex; each distinct string is
@@ -107,12 +108,14 @@ class LinkIndex:
     @classmethod
     def from_fields(cls, fields: Sequence[FieldBM25], weights: Sequence[float],
                     max_postings: int | Sequence[int | None] | None = DEFAULT_MAX_POSTINGS,
-                    rescore: int = DEFAULT_RESCORE, search: bool = True) -> LinkIndex:
+                    rescore: int = DEFAULT_RESCORE, search: bool = True,
+                    postings: sp.csr_matrix | None = None) -> LinkIndex:
         """A fitted index from three fitted :class:`FieldBM25` (anchor, url, context).
 
         ``search=False`` leaves the search structures (the fields' term-major postings and the
         stacked vocabulary) to :meth:`prepare`, or to the first search: an index that is only
-        published (the learner's) never holds them."""
+        published (the learner's) never holds them. ``postings``: :meth:`capped_postings`,
+        built before (a worker machine's cache maps them: ``models/qtable_files.py``)."""
         if len(fields) != len(FIELDS):
             raise ValueError(f"LinkIndex: needs {len(FIELDS)} fields, got {len(fields)}")
         if len({f.n_docs_ for f in fields}) != 1:
@@ -121,6 +124,7 @@ class LinkIndex:
                     max_postings=max_postings, rescore=rescore)
         index._check_params()
         index.fields_ = list(fields)
+        index._given_postings = postings
         index._finish(search)
         return index
 
@@ -234,9 +238,16 @@ class LinkIndex:
             self._stacked = StackedFields(self.fields_)
             # First column of each field's terms in the stacked term space (as the query matrix).
             self.offsets_ = self._stacked.offsets
-            self.postings_ = stack([top_postings(term_major(f.doc_weights_), cap)
-                                     for f, cap in zip(self.fields_, self.caps, strict=True)])
+            self.postings_ = (self.capped_postings() if self._given_postings is None
+                              else self._given_postings)
+            self._given_postings = None
             self._prepared = True
+
+    def capped_postings(self) -> sp.csr_matrix:
+        """The default search's postings: each field's term-major postings cut to its cap,
+        stacked (term rows of all fields x vertices)."""
+        return stack([top_postings(term_major(f.doc_weights_), cap)
+                      for f, cap in zip(self.fields_, self.caps, strict=True)])
 
     @property
     def prepared(self) -> bool:

@@ -39,6 +39,7 @@ INDEX_FORMAT = "jlse-linkindex"  # a link index alone, shared by several Q-table
 FORMAT_VERSION = 2  # 2: a field's terms as one byte array (1: a JSON list); both are read
 READ_VERSIONS = (1, 2)
 HEADER_KEY = "header"
+SEARCH_PREFIX = "search."  # an index's search postings, saved by a machine's cache alone
 
 
 @dataclass
@@ -184,6 +185,14 @@ def read_archive(source: IO[bytes]) -> tuple[dict[str, np.ndarray], dict[str, An
         raise ValueError(f"Q-table: unreadable archive: {exc}") from None
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise ValueError(f"Q-table: not an .npz archive: {exc!r}") from None
+    for key in [key for key in arrays if key.startswith(SEARCH_PREFIX)]:
+        del arrays[key]  # derived arrays are trusted from this machine's cache only
+    return split_header(arrays)
+
+
+def split_header(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays of an archive without its header, and the header parsed; ValueError if
+    missing or malformed."""
     encoded = arrays.pop(HEADER_KEY, None)
     if encoded is None or encoded.dtype != np.uint8 or encoded.ndim != 1:
         raise ValueError("Q-table: missing or malformed header")
@@ -246,14 +255,46 @@ def _index_arrays(index: LinkIndex) -> tuple[dict[str, np.ndarray], dict[str, An
 
 
 def _index_from_arrays(arrays: dict[str, np.ndarray], header: dict[str, Any],
-                       n_vertices: int) -> LinkIndex:
+                       n_vertices: int, search: bool = True) -> LinkIndex:
     if n_vertices < 0:
         raise ValueError(f"n_vertices is {n_vertices}")
     fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
+    postings = _given_postings(arrays, fields, n_vertices) if search else None
     # Archives written before the capped search existed lack its parameters: defaults.
     return LinkIndex.from_fields(fields, header["weights"],
                                  max_postings=header.get("max_postings", DEFAULT_MAX_POSTINGS),
-                                 rescore=header.get("rescore", DEFAULT_RESCORE))
+                                 rescore=header.get("rescore", DEFAULT_RESCORE), search=search,
+                                 postings=postings)
+
+
+def search_postings(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> sp.csr_matrix | None:
+    """The search postings (:meth:`LinkIndex.capped_postings`) of the index an archive holds;
+    None if it holds none (a version naming a shared index). ValueError if it is invalid."""
+    _check_format(header, FORMAT if header.get("format") == FORMAT else INDEX_FORMAT)
+    if "index" in header:
+        return None
+    try:
+        index = _index_from_arrays(arrays, header, int(header["n_vertices"]), search=False)
+    except (KeyError, TypeError, ValueError) as exc:
+        reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"link index: invalid arrays or header: {reason}") from None
+    return index.capped_postings()
+
+
+def _given_postings(arrays: dict[str, np.ndarray], fields: list[FieldBM25],
+                    n_vertices: int) -> sp.csr_matrix | None:
+    """The search postings saved beside a mapped index (``models.qtable_files``), checked;
+    None where there are none."""
+    if f"{SEARCH_PREFIX}indptr" not in arrays:
+        return None
+    data = arrays.get(f"{SEARCH_PREFIX}data")
+    if data is None or data.dtype != WEIGHT_DTYPE:
+        raise ValueError("search postings: missing or malformed data")
+    indices = _index_array(arrays, f"{SEARCH_PREFIX}indices")
+    indptr = _index_array(arrays, f"{SEARCH_PREFIX}indptr")
+    n_terms = sum(field.n_terms_ for field in fields)
+    _check_csr("search", data, indices, indptr, n_terms, n_vertices)
+    return sp.csr_matrix((data, indices, indptr), shape=(n_terms, n_vertices))
 
 
 def build_qtable(version: int, anchors: Sequence[str], urls: Sequence[str],
@@ -315,8 +356,8 @@ def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[st
     if len(vocabulary) != len(terms):
         raise ValueError(f"field {name}: duplicate vocabulary terms")
     data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
-    indices = _array(arrays, f"{name}.indices", np.int64)
-    indptr = _array(arrays, f"{name}.indptr", np.int64)
+    indices = _index_array(arrays, f"{name}.indices")
+    indptr = _index_array(arrays, f"{name}.indptr")
     _check_csr(name, data, indices, indptr, n_vertices, len(vocabulary))
     doc_weights = sp.csr_matrix((data, indices, indptr), shape=(n_vertices, len(vocabulary)))
     return FieldBM25.from_learned(vocabulary, _array(arrays, f"{name}.idf", np.float64),
@@ -332,6 +373,15 @@ def _array(arrays: dict[str, np.ndarray], key: str, dtype: type) -> np.ndarray:
     if array.ndim != 1 or array.dtype.kind not in "biuf":
         raise ValueError(f"array {key!r} is not a 1-d numeric array")
     return array.astype(dtype, copy=False)
+
+
+def _index_array(arrays: dict[str, np.ndarray], key: str) -> np.ndarray:
+    """``arrays[key]`` as a 1-d array of int32 or int64 as stored: converting a mapped array
+    would make a private copy of it (scipy keeps int32 indices as they are)."""
+    array = arrays.get(key)
+    if array is not None and array.ndim == 1 and array.dtype in (np.int32, np.int64):
+        return array
+    return _array(arrays, key, np.int64)
 
 
 def _check_csr(name: str, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,

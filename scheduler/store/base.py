@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -162,6 +162,16 @@ class CrawlStore(ABC):
         Each link appears once even when many results share it; a parent cycle (a corrupt
         database) ends instead of looping. Rows are streamed, not read all at once.
         """
+
+    def learning_graph_batches(self, consume: Callable[[LearningGraphRows], None],
+                               dead_ends: bool = False, batch_rows: int | None = None) -> int:
+        """:meth:`learning_graph`'s rows handed to ``consume`` in batches of ``batch_rows``, as
+        they are read: the caller never holds them all (a learner's restart at 1e8 vertices).
+        The number of rows. After a dropped connection the read starts again: ``consume`` may
+        see rows twice. This default reads them in one batch."""
+        rows = self.learning_graph(dead_ends)
+        consume(rows)
+        return len(rows)
 
     @abstractmethod
     def fetch_watermark(self) -> int:

@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import numpy as np
-
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
+from jlse.scheduler.store.graph_rows import STREAM_BATCH, graph_rows, read_graph_rows
 from jlse.scheduler.store.link_text import clean_text, clean_texts, merge_duplicates
 from jlse.scheduler.store.schema import (
     ADDED_COLUMNS,
@@ -84,7 +83,6 @@ LEARNING_ROWS_SINCE_SQL = (
     " AND (r.url_id IS NOT NULL OR (? = 1 AND l.status = 'fetched'))"
 )
 ROWS_BY_ID_BATCH = 500
-STREAM_BATCH = 10_000  # rows per fetchmany while streaming a large result
 WARC_COLUMNS = "f.warc_file, f.warc_offset, f.warc_length"
 
 
@@ -388,6 +386,24 @@ class SqlCrawlStore(CrawlStore):
         log.debug("learning_graph: %d vertices, %d results", len(rows), int(rows.is_result.sum()))
         return rows
 
+    def learning_graph_batches(self, consume: Callable[[LearningGraphRows], None],
+                               dead_ends: bool = False, batch_rows: int | None = None) -> int:
+        size = STREAM_BATCH if batch_rows is None else int(batch_rows)
+        if size < 1:
+            raise ValueError(f"learning_graph_batches: batch_rows must be positive, not {size}")
+
+        def work(cur: Any) -> int:
+            cur.execute(self._q(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
+            count = 0
+            while batch := cur.fetchmany(size):
+                count += len(batch)
+                consume(graph_rows(batch))
+            return count
+
+        count = self._run_streaming(work, "learning_graph_batches")
+        log.debug("learning_graph_batches: %d vertices in batches of %d", count, size)
+        return count
+
     def fetch_watermark(self) -> int:
         row = self._run(lambda cur: self._fetchone(cur, "SELECT COALESCE(MAX(id), 0) FROM fetches"),
                         "fetch_watermark", write=False)
@@ -477,34 +493,3 @@ class SqlCrawlStore(CrawlStore):
         row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(key),)), "get_meta",
                         write=False)
         return row[0] if row else None
-
-
-def graph_rows(rows: Sequence[tuple]) -> LearningGraphRows:
-    """Rows in ``LEARNING_GRAPH_SQL``'s columns as arrays."""
-    columns = list(zip(*rows, strict=True)) or [()] * 6
-    ids, parents, urls, anchors, contexts, results = columns
-    return LearningGraphRows(
-        ids=np.array(ids, dtype=np.int64), parent_ids=np.array(parents, dtype=np.int64),
-        urls=list(urls), anchors=list(anchors), contexts=list(contexts),
-        is_result=np.array(results, dtype=bool),
-    )
-
-
-def read_graph_rows(cur: Any) -> LearningGraphRows:
-    """Columns of an executed ``LEARNING_GRAPH_SQL``, read ``STREAM_BATCH`` rows at a time."""
-    ids: list[int] = []
-    parents: list[int] = []
-    urls: list[str] = []
-    anchors: list[str] = []
-    contexts: list[str] = []
-    results: list[int] = []
-    while batch := cur.fetchmany(STREAM_BATCH):
-        columns = list(zip(*batch, strict=True))
-        for column, values in zip((ids, parents, urls, anchors, contexts, results), columns,
-                                  strict=True):
-            column.extend(values)
-    return LearningGraphRows(
-        ids=np.array(ids, dtype=np.int64), parent_ids=np.array(parents, dtype=np.int64),
-        urls=urls, anchors=anchors, contexts=contexts,
-        is_result=np.array(results, dtype=bool),
-    )
