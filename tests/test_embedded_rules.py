@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
+import numpy as np
 import pytest
 
 from jlse.embedded import EmbeddedCrawler
@@ -158,3 +160,37 @@ def test_a_host_sleeping_long_does_not_hold_the_ready_hosts_back(tmp_path) -> No
         pool.close()
         engine.close()
         engine.store.close()
+
+
+class _SeedsFirst(BreadthFirst):
+    """Seeds at 1.0, every link at 0.5: "low" (below priority_slack 0.8) while a seed waits."""
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
+        return np.full(len(urls), 0.5)
+
+
+def test_a_host_whose_robots_txt_fails_does_not_throttle_the_crawl(sandbox, tmp_path) -> None:
+    """A real crawl of the sandbox web: matchday.test's robots.txt answers 500, so its seed,
+    the best URL queued, waits ``robots_retry_after``. The other site's links are not "low"
+    against it: the 40 pages take seconds. (Against it, one page per LOW_AFTER_IDLE: the stop
+    below ended the crawl short of them.)"""
+    settings = Settings(strategy="bfs", politeness_delay=0.0, proxy=sandbox.proxy_url,
+                        robots_retry_after=600.0, concurrency=4, max_pages=40,
+                        domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, _SeedsFirst(), None,
+                          robots_turn=True)
+    crawler = EmbeddedCrawler(settings, engine)
+    crawler.add_seeds(["http://matchday.test/", "http://recipe-box.test/"], 1.0)
+    stop = threading.Timer(120.0, crawler.stop)  # far beyond the few seconds it takes
+    stop.start()
+    try:
+        reason = crawler.run()
+    finally:
+        stop.cancel()
+        engine.close()
+        store.close()
+    assert reason == "page budget reached", (reason, crawler.counters)
+    assert frontier.best_priority() == 1.0  # matchday.test's seed, still waiting
