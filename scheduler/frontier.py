@@ -102,8 +102,10 @@ class Frontier(ABC):
 
         With ``within`` (seconds), only hosts that may be contacted by then count: ready, busy
         or waiting less than that (the low-priority rule's figure: a host that waits out a
-        failed robots.txt must not make every ready URL "low"). A bounded walk, hosts best
-        first: past ``FAR_SKIPS`` hosts that wait longer, the best ready host's priority."""
+        failed robots.txt must not make every ready URL "low"). Hosts are walked best first,
+        passing over at most ``FAR_SKIPS`` that wait longer; past them, the best ready host's
+        priority counts (Redis reads its ``ready`` index; ``LocalFrontier`` walks on, as a
+        ``pop`` does)."""
 
     @abstractmethod
     def in_flight(self) -> int:
