@@ -138,11 +138,11 @@ def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: Cra
                  index: int, now: float) -> None:
     """Shard ``index``'s figures (the ``FIGURES`` script): fetched, in flight, queued, spilled,
     its best priority at the hosts that may go within ``LOW_AFTER_IDLE`` (a host that sleeps
-    longer holds no URL back: ``RedisFrontier.best_priority``), its low URLs in flight (below priority_slack x the crawl's best as last
-    read) and the priorities of its best ready hosts, as many as the crawl has slots, but of
-    those below priority_slack x its own best only one more than the crawl's low slots: the
-    round takes no more of them (``CrawlState._chosen``), and reading all cost the shard more
-    than the round's pops."""
+    longer holds no URL back: ``RedisFrontier.best_priority``), its low URLs in flight (below
+    priority_slack x the crawl's best as last read) and the priorities of its best ready
+    hosts, as many as the crawl has slots, but of those below priority_slack x its own best
+    only one more than the crawl's low slots: the round takes no more of them
+    (``CrawlState._chosen``), and reading all cost the shard more than the round's pops."""
     low_bound = crawl.low_bound()
     frontier = registry.frontier_prefix(crawl_id, index)
     settings = crawl.settings

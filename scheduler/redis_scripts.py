@@ -126,7 +126,8 @@ DISPATCH_ARGS = (
 # which a low one may go anyway: P .. 'last_start'; also the horizon of the best priority: hosts
 # sleeping longer do not count, see ``best_priority``), crawl best = the best priority queued in
 # the crawl's other shards, so counted ('' = none: a URL is low below priority_slack x the best
-# of the whole crawl), low elsewhere = low URLs in flight in the other shards (low slots are the crawl's),
+# of the whole crawl), low elsewhere = low URLs in flight in the other shards (low slots are
+# the crawl's),
 # floor = no pop below this priority in this call ('' = none), max pops = at most this many
 # pops in this call ('' = no bound beyond max in flight and the budget): the shard's share of
 # the crawl's best ready URLs (``dispatch_shards``), min pops = hold the pops back while fewer
