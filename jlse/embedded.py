@@ -262,8 +262,10 @@ class EmbeddedCrawler:
     def _low_priority_bound(self) -> float:
         """Priorities below this are "low": they wait while better URLs wait for their host,
         except in ``low_priority_slots`` slots (so a focused crawl with few relevant hosts
-        does not fill its idle slots with junk, yet never stalls)."""
-        best = self.frontier.best_priority()
+        does not fill its idle slots with junk, yet never stalls). "Better" counts only hosts
+        that may go within ``LOW_AFTER_IDLE``: one waiting out a failed robots.txt for a
+        minute would make every ready URL low, one page per ``LOW_AFTER_IDLE``."""
+        best = self.frontier.best_priority(within=LOW_AFTER_IDLE)
         return -math.inf if best is None else self.settings.priority_slack * best
 
     def _write_all(self, results: list[PageResult]) -> None:

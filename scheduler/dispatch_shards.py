@@ -18,7 +18,8 @@ most its share and nothing below the best ready URL any other shard leaves (its 
 beyond its share; for a shard already called, what its call left). So one dispatcher serving
 every shard hands out the URLs one shard would, in two calls per shard whatever the round's
 size; a dispatcher serving some shards pops only its shards' share. "Low" is below
-``priority_slack`` x the crawl's best URL, and the low slots are the crawl's.
+``priority_slack`` x the crawl's best URL (at a host that may go within ``LOW_AFTER_IDLE``), and
+the low slots are the crawl's.
 
 (Measured against shares blind to the low slots, and a floor at the n-th best ready URL: on
 the acceptance web the harvest fell from 0.967 to 0.89-0.92, a shard's low-priority slot going
@@ -38,7 +39,7 @@ from typing import Any
 
 from jlse.scheduler.crawl_registry import CrawlRegistry
 from jlse.scheduler.redis_frontier import RedisFrontier
-from jlse.settings import Settings
+from jlse.settings import LOW_AFTER_IDLE, Settings
 
 REAP_EVERY = 0.5  # seconds between reaps of a shard's expired leases
 REFILL_EVERY = 1.0  # seconds between refill tasks of one shard
@@ -65,7 +66,8 @@ class CrawlState:
     max_outstanding: int  # the crawl's, over all its shards
     # per shard of the crawl: (fetched, in flight, queued, hosts with spilled URLs), as last seen
     seen: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
-    # per shard: its best queued priority and its low URLs in flight, as last read
+    # per shard: its best queued priority (hosts that may go within LOW_AFTER_IDLE: see
+    # ``read_figures``) and its low URLs in flight, as last read
     best: dict[int, float] = field(default_factory=dict)
     low: dict[int, int] = field(default_factory=dict)
     # per shard: the priorities of its best ready hosts, best first (the round's read)
@@ -84,8 +86,8 @@ class CrawlState:
         return max(0, min(self.max_outstanding - in_flight, self.settings.max_pages - spent))
 
     def low_bound(self) -> float | None:
-        """Below this a URL is "low": priority_slack x the crawl's best queued priority, as
-        last read (None: nothing queued)."""
+        """Below this a URL is "low": priority_slack x the crawl's best queued priority at
+        the hosts that may go within ``LOW_AFTER_IDLE``, as last read (None: none)."""
         bests = list(self.best.values())
         return self.settings.priority_slack * max(bests) if bests else None
 
@@ -135,11 +137,12 @@ def parse_shard_spec(spec: str | None) -> tuple[int, int]:
 def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: CrawlState,
                  index: int, now: float) -> None:
     """Shard ``index``'s figures (the ``FIGURES`` script): fetched, in flight, queued, spilled,
-    its best priority, its low URLs in flight (below priority_slack x the crawl's best as last
-    read) and the priorities of its best ready hosts, as many as the crawl has slots, but of
-    those below priority_slack x its own best only one more than the crawl's low slots: the
-    round takes no more of them (``CrawlState._chosen``), and reading all cost the shard more
-    than the round's pops."""
+    its best priority at the hosts that may go within ``LOW_AFTER_IDLE`` (a host that sleeps
+    longer holds no URL back: ``RedisFrontier.best_priority``), its low URLs in flight (below
+    priority_slack x the crawl's best as last read) and the priorities of its best ready
+    hosts, as many as the crawl has slots, but of those below priority_slack x its own best
+    only one more than the crawl's low slots: the round takes no more of them
+    (``CrawlState._chosen``), and reading all cost the shard more than the round's pops."""
     low_bound = crawl.low_bound()
     frontier = registry.frontier_prefix(crawl_id, index)
     settings = crawl.settings
@@ -147,7 +150,8 @@ def read_figures(registry: CrawlRegistry, script: Any, crawl_id: str, crawl: Cra
                    args=[frontier, repr(now),
                          registry.shard_prefix(crawl_id, index) + "counters",
                          "" if low_bound is None else repr(low_bound), crawl.max_outstanding,
-                         repr(float(settings.priority_slack)), settings.low_priority_slots + 1])
+                         repr(float(settings.priority_slack)), settings.low_priority_slots + 1,
+                         repr(LOW_AFTER_IDLE)])
     fetched, in_flight, queued, spilled, best, low = reply[:6]
     crawl.ready[index] = [float(score) for score in reply[6:]]
     crawl.seen[index] = (int(float(fetched)), int(in_flight), int(queued), int(spilled))

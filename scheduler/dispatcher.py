@@ -8,7 +8,9 @@ priority therefore waits behind at most that many tasks, and every pop takes the
 the hosts that politeness allows now - the global order survives the queue. Workers stay thin
 Celery consumers (monitoring, retries, scaling come from Celery).
 
-A "low" URL (below ``priority_slack`` x the best queued priority) is sent only while fewer than
+A "low" URL (below ``priority_slack`` x the best priority queued at a host that may be contacted
+within ``LOW_AFTER_IDLE``: one sleeping longer, e.g. after its robots.txt failed, holds nothing
+back) is sent only while fewer than
 ``low_priority_slots`` low ones are in flight and low ones are fewer than
 ``low_priority_share`` of the URLs sent (or nothing was sent for ``LOW_AFTER_IDLE`` seconds),
 as in the embedded crawl (``jlse.embedded``): a focused crawl whose few relevant hosts wait out

@@ -37,6 +37,11 @@ from jlse.records import CrawlTask
 from jlse.scheduler.politeness import HostPoliteness
 from jlse.scheduler.urls import host_of, registered_domain
 
+# ``best_priority(within=)`` passes over at most this many hosts that wait longer, best first
+# (the Redis frontier's Lua reads the same value): a few long sleepers are looked past, and the
+# walk stays short whatever they number.
+FAR_SKIPS = 16
+
 
 @dataclass(frozen=True)
 class HoldUps:
@@ -92,8 +97,15 @@ class Frontier(ABC):
         a task no longer in flight (its lease was reaped) changes nothing."""
 
     @abstractmethod
-    def best_priority(self) -> float | None:
-        """The highest priority queued, whether or not its host is ready; None when empty."""
+    def best_priority(self, within: float | None = None) -> float | None:
+        """The highest priority queued, whether or not its host is ready; None when empty.
+
+        With ``within`` (seconds), only hosts that may be contacted by then count: ready, busy
+        or waiting less than that (the low-priority rule's figure: a host that waits out a
+        failed robots.txt must not make every ready URL "low"). Hosts are walked best first,
+        passing over at most ``FAR_SKIPS`` that wait longer; past them, the best ready host's
+        priority counts (Redis reads its ``ready`` index; ``LocalFrontier`` walks on, as a
+        ``pop`` does)."""
 
     @abstractmethod
     def in_flight(self) -> int:
@@ -158,8 +170,9 @@ class LocalFrontier(Frontier):
             if new or task.url in self._queued:
                 self._enqueue(task)
 
-    def best_priority(self) -> float | None:
-        """The highest priority queued, whether or not its host is ready."""
+    def best_priority(self, within: float | None = None) -> float | None:
+        if within is not None:
+            return self._best_within(within)
         while self._hosts:
             entry = self._hosts[0]
             best = self._best_of_host(entry[2])
@@ -167,6 +180,28 @@ class LocalFrontier(Frontier):
                 return -entry[0]
             heapq.heappop(self._hosts)  # stale host entry
         return None
+
+    def _best_within(self, seconds: float) -> float | None:
+        """``best_priority(within=seconds)``: hosts best first (their entries popped, pushed
+        back after), in the order the Redis frontier walks its ``best`` index."""
+        walked: list[tuple[float, int, str]] = []
+        found: float | None = None
+        while self._hosts:
+            entry = heapq.heappop(self._hosts)
+            best = self._best_of_host(entry[2])
+            if best is None or best[:2] != entry[:2]:
+                continue  # stale host entry
+            walked.append(entry)
+            if len(walked) <= FAR_SKIPS:
+                counts = not self.politeness.waits_longer_than(entry[2], seconds)
+            else:
+                counts = self.politeness.is_ready(entry[2])
+            if counts:
+                found = -entry[0]
+                break
+        for entry in walked:
+            heapq.heappush(self._hosts, entry)
+        return found
 
     def pop(self, min_priority: float | None = None) -> CrawlTask | None:
         chosen = self._pop_ready(min_priority)

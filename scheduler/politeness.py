@@ -30,6 +30,11 @@ class HostPoliteness:
         return self._busy[host] < self.host_concurrency and \
             self._ready_at.get(host, 0.0) <= self._clock()
 
+    def waits_longer_than(self, host: str, seconds: float) -> bool:
+        """Whether ``host``'s delay ends more than ``seconds`` from now (requests in flight
+        aside: they end when they end)."""
+        return self._ready_at.get(host, 0.0) > self._clock() + seconds
+
     def acquire(self, host: str) -> None:
         """Mark a request to ``host`` as in flight."""
         self._busy[host] += 1

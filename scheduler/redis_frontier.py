@@ -10,8 +10,9 @@ Mercator-style layout: a queue per host plus two host indexes, so a pop never sc
   scored by the priority of its best queued URL; a pop takes its top host and that host's best
   URL. Ties (equal priority) go in discovery order, across hosts too (see ``redis_scripts``).
   ``best`` indexes every host (ready, sleeping or busy) by its best URL, so ``best_priority``
-  is one ZREVRANGE; ``pop(min_priority=…)`` leases nothing when the best ready URL is below it
-  (the low-priority slots rule of ``jlse.embedded``, applied atomically).
+  is one ZREVRANGE (with ``within``, a short walk of it past the hosts asleep for longer);
+  ``pop(min_priority=…)`` leases nothing when the best ready URL is below it (the
+  low-priority slots rule of ``jlse.embedded``, applied atomically).
 - Politeness across all machines: a popped host leaves ``ready`` and is ``busy`` (one request in
   flight per host) until its lease ends; then it sleeps in ``sleep`` (scored by ready time) for
   ``max(delay, default_delay)`` and every pop promotes the sleepers whose time has come. A hot
@@ -302,10 +303,13 @@ class RedisFrontier(Frontier):
         """The list an ack or release pushes a token to (see ``dispatch``)."""
         return self.prefix + "wake"
 
-    def best_priority(self) -> float | None:
+    def best_priority(self, within: float | None = None) -> float | None:
         """The highest priority queued, whether its host is ready, sleeping or busy; None when
-        nothing is queued. O(log hosts)."""
-        answer = self._run("best_priority", [self.prefix])
+        nothing is queued. O(log hosts). With ``within``: ``Frontier.best_priority`` (the
+        hosts that wait longer are passed over in a walk of ``FAR_SKIPS`` at most)."""
+        args = [self.prefix] if within is None else [self.prefix, repr(self._clock()),
+                                                        repr(float(within))]
+        answer = self._run("best_priority", args)
         return None if answer is None else float(_text(answer))
 
     def lease_current(self, task: CrawlTask) -> bool:

@@ -8,6 +8,8 @@ encodings.
 
 from __future__ import annotations
 
+from jlse.scheduler.frontier import FAR_SKIPS
+
 PRELUDE = r"""
 local P = ARGV[1]
 local READY, WORST, QUEUED = P .. 'ready', P .. 'worst', P .. 'queued'
@@ -17,6 +19,7 @@ local BEST, LEASE_PRIORITY, WAKE = P .. 'best', P .. 'lease_priority', P .. 'wak
 local RECENT, RECENT_COUNT = P .. 'recent', P .. 'recent_count'
 local DOMAIN = P .. 'domain'
 local SPILL, REFILL, DONE = P .. 'spill', P .. 'refill', P .. 'done'
+local FAR_SKIPS = @FAR_SKIPS@  -- ``frontier.FAR_SKIPS``: see best_priority
 local DONE_SECONDS = 300  -- how long a finished URL is remembered (see REFILL_PUSH)
 local REFILL_RETRY = 5  -- seconds before a host whose refill found nothing new is due again
 -- the frontier's limits, set by each script that queues URLs (``set_limits``): URLs queued in
@@ -294,10 +297,13 @@ local function reap_due(now, delay, batch)
   return #due
 end
 
--- the best priority queued over every host (ready, sleeping or busy) as a string, nil if none.
--- BEST holds exactly the hosts of WORST; a frontier written before BEST existed (fewer members)
--- gets it built here once, from the host queues.
-local function best_priority()
+-- the best priority queued as a string, nil if none: over every host (ready, sleeping or busy),
+-- or with horizon over the hosts that may be contacted within horizon seconds of now (ready,
+-- busy, or sleeping until then; call promote(now) first). That walks BEST best first past at
+-- most FAR_SKIPS hosts that sleep longer; past them, the best ready host counts
+-- (``LocalFrontier.best_priority`` walks alike). BEST holds exactly the hosts of WORST; a
+-- frontier written before BEST existed (fewer members) gets it built here once.
+local function best_priority(now, horizon)
   if redis.call('ZCARD', BEST) ~= redis.call('ZCARD', WORST) then
     redis.call('DEL', BEST)
     for _, entry in ipairs(redis.call('ZRANGE', WORST, 0, -1)) do
@@ -306,6 +312,13 @@ local function best_priority()
       if top then redis.call('ZADD', BEST, top[2], host) end
     end
   end
-  return redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2]
+  if not horizon then return redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2] end
+  local by = now + horizon
+  local top = redis.call('ZREVRANGE', BEST, 0, FAR_SKIPS - 1, 'WITHSCORES')
+  for i = 1, #top, 2 do
+    local wake = redis.call('ZSCORE', SLEEP, top[i])
+    if not wake or tonumber(wake) <= by then return top[i + 1] end
+  end
+  return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2]
 end
-"""
+""".replace("@FAR_SKIPS@", str(FAR_SKIPS))

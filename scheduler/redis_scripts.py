@@ -82,9 +82,10 @@ return redis.call('ZREVRANGE', READY, 0, 0, 'WITHSCORES')[2] or false
 """
 
 # A shard's figures for the start of a round (``dispatch_shards.read_figures``): ARGV: prefix,
-# now, counters key, low bound ('' = none), top, priority slack, low top. Promotes the hosts
-# whose delay ended, then returns {fetched, in flight, queued, hosts with spilled URLs, best
-# queued priority ('' = none), URLs in flight below the low bound, then the priorities of the
+# now, counters key, low bound ('' = none), top, priority slack, low top, horizon. Promotes the
+# hosts whose delay ended, then returns {fetched, in flight, queued, hosts with spilled URLs, best
+# queued priority at the hosts that may go within horizon seconds (``best_priority``; '' =
+# none), URLs in flight below the low bound, then the priorities of the
 # best ``top`` ready hosts, best first, but of those below priority slack x this shard's best
 # only the first ``low top``}. The round's low bound (priority slack x the crawl's best) is at
 # least that, so every URL the round may take as not low is there; of the low ones the round
@@ -95,7 +96,7 @@ local low = 0
 if ARGV[4] ~= '' then low = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf', '(' .. ARGV[4]) end
 local reply = {redis.call('HGET', ARGV[3], 'fetched') or '0', redis.call('HLEN', LEASE),
                redis.call('GET', QUEUED) or '0', redis.call('HLEN', SPILL),
-               redis.call('ZREVRANGE', BEST, 0, 0, 'WITHSCORES')[2] or '', low}
+               best_priority(tonumber(ARGV[2]), tonumber(ARGV[8])) or '', low}
 local top = tonumber(ARGV[5])
 if top > 0 and reply[5] ~= '' then
   local bound = string.format('%.17g', tonumber(ARGV[6]) * tonumber(reply[5]))
@@ -122,9 +123,11 @@ DISPATCH_ARGS = (
 # crawl's other shards (the page budget is the crawl's), low share: low pops at most this share
 # of all pops (P .. 'started' and 'low_started' count them), domain diversity and its slack (each
 # pop follows ``pick_ready``'s rule, as ``POP``), low after idle (seconds without a pop after
-# which a low one may go anyway: P .. 'last_start'), crawl best = the best priority queued in
-# the crawl's other shards ('' = none: a URL is low below priority_slack x the best of the whole
-# crawl), low elsewhere = low URLs in flight in the other shards (low slots are the crawl's),
+# which a low one may go anyway: P .. 'last_start'; also the horizon of the best priority: hosts
+# sleeping longer do not count, see ``best_priority``), crawl best = the best priority queued in
+# the crawl's other shards, so counted ('' = none: a URL is low below priority_slack x the best
+# of the whole crawl), low elsewhere = low URLs in flight in the other shards (low slots are
+# the crawl's),
 # floor = no pop below this priority in this call ('' = none), max pops = at most this many
 # pops in this call ('' = no bound beyond max in flight and the budget): the shard's share of
 # the crawl's best ready URLs (``dispatch_shards``), min pops = hold the pops back while fewer
@@ -157,7 +160,8 @@ local fetched = tonumber(redis.call('HGET', A.counters, 'fetched') or '0')
 local in_flight = redis.call('HLEN', LEASE)
 local budget = tonumber(A.max_pages) - fetched - in_flight - tonumber(A.elsewhere)
 local max_in_flight, low_slots = tonumber(A.max_in_flight), tonumber(A.low_slots)
-local best, low_below, low_in_flight = best_priority(), nil, 0
+promote(now)
+local best, low_below, low_in_flight = best_priority(now, tonumber(A.low_after_idle)), nil, 0
 if A.crawl_best ~= '' and (not best or tonumber(A.crawl_best) > tonumber(best)) then
   best = A.crawl_best  -- "low" is below the crawl's best URL, not this shard's
 end
@@ -173,7 +177,6 @@ if best then
   low_in_flight = redis.call('ZCOUNT', LEASE_PRIORITY, '-inf',
                              '(' .. string.format('%.17g', low_below)) + tonumber(A.low_elsewhere)
 end
-promote(now)
 local out = {}
 local pops_left = tonumber(A.max_pops) or math.huge
 local min_pops, hold_in = tonumber(A.min_pops), ''
@@ -324,9 +327,12 @@ if not first[1] then return false end
 return tostring(math.max(0, tonumber(first[2]) - now))
 """
 
-# ARGV: prefix. The best priority queued over every host (ready, sleeping or busy), nil if none.
+# ARGV: prefix [, now, horizon]. The best priority queued over every host (ready, sleeping or
+# busy), or with a horizon over the hosts that may go within it (``best_priority``), nil if none.
 BEST_PRIORITY = PRELUDE + r"""
-return best_priority() or false
+local now, horizon = tonumber(ARGV[2]), tonumber(ARGV[3])
+if horizon then promote(now) end
+return best_priority(now, horizon) or false
 """
 
 # A worker's checks before a task, in one round trip (``CrawlRegistry.task_start``). ARGV:

@@ -144,8 +144,9 @@ class ShardedFrontier(Frontier):
 
     # -- the whole crawl -------------------------------------------------------------------
 
-    def best_priority(self) -> float | None:
-        bests = [best for shard in self.shards if (best := shard.best_priority()) is not None]
+    def best_priority(self, within: float | None = None) -> float | None:
+        bests = [best for shard in self.shards
+                 if (best := shard.best_priority(within)) is not None]
         return max(bests) if bests else None
 
     def in_flight(self) -> int:

@@ -120,6 +120,18 @@ def test_junk_fills_every_slot_once_nothing_better_is_queued(registry):
     assert [task["priority"] for task in recorder.sent] == [0.1] * 6  # one per host, all ready
 
 
+def test_a_host_sleeping_long_does_not_hold_the_ready_hosts_back(registry):
+    """The hot host's best URL waits 10 minutes (robots.txt unavailable: released with a
+    retry time): nothing better may go within LOW_AFTER_IDLE, so the junk is not "low" and
+    takes every ready host at once, not one low slot and then one URL per LOW_AFTER_IDLE."""
+    frontier = _register(registry, low_slots=1, share=0.1)
+    hot = frontier.pop()
+    assert hot.url == HOT[0] and frontier.release(hot, retry_after=600.0)
+    recorder = Recorder()
+    Dispatcher(registry, recorder).serve(CRAWL)
+    assert [task["priority"] for task in recorder.sent] == [0.1] * len(LOW_HOSTS)
+
+
 @pytest.mark.parametrize("diversity", [1, 3])
 def test_rounds_follow_domain_diversity(registry, diversity):
     """The round's pops apply the frontier's soft diversity rule (the last k - 1 hosts popped

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
+import numpy as np
 import pytest
 
 from jlse.embedded import EmbeddedCrawler
@@ -129,3 +131,66 @@ def test_a_url_put_back_costs_its_host_no_delay() -> None:
     frontier.put_back(CrawlTask(url=task.url, url_id=1, priority=0.1))
     again = frontier.pop()
     assert again is not None and again.priority == 0.1  # the host was not held back
+
+
+def test_a_host_sleeping_long_does_not_hold_the_ready_hosts_back(tmp_path) -> None:
+    """The hot host's best URL waits 10 minutes (its robots.txt answered 500: requeued with
+    robots_retry_after): the junk hosts are ready and nothing better may go within
+    LOW_AFTER_IDLE, so their URLs are not "low" and fill the free slots at once, not one low
+    slot and then one page per LOW_AFTER_IDLE."""
+    settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
+                        priority_slack=0.5, low_priority_slots=1, low_priority_share=0.1,
+                        concurrency=8, domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, BreadthFirst(), None,
+                          robots_turn=True)
+    engine.add_links([NewLink(HOT[0], None, 0, priority=1.0)] +
+                     [NewLink(f"http://{host}/{n}", None, 0, priority=0.1)
+                      for host in LOW_HOSTS for n in range(2)], {})
+    hot = frontier.pop()
+    assert hot.url == HOT[0] and frontier.finish(hot, requeue=True, delay=600.0)[0]
+    pool = ThreadPagePool(PageResult, threads=8)
+    crawler = EmbeddedCrawler(settings, engine, pool=pool)
+    try:
+        crawler._submit_ready(pool)
+        assert crawler._started == len(LOW_HOSTS)  # one per junk host: each is ready
+        assert crawler._low_priority_bound() == 0.5 * 0.1
+    finally:
+        pool.close()
+        engine.close()
+        engine.store.close()
+
+
+class _SeedsFirst(BreadthFirst):
+    """Seeds at 1.0, every link at 0.5: "low" (below priority_slack 0.8) while a seed waits."""
+
+    def score_links(self, page_relevance, depth, anchors, urls, contexts,
+                    parent_priority=1.0, page_text="", page_url="") -> np.ndarray:
+        return np.full(len(urls), 0.5)
+
+
+def test_a_host_whose_robots_txt_fails_does_not_throttle_the_crawl(sandbox, tmp_path) -> None:
+    """A real crawl of the sandbox web: matchday.test's robots.txt answers 500, so its seed,
+    the best URL queued, waits ``robots_retry_after``. The other site's links are not "low"
+    against it: the 40 pages take seconds. (Against it, one page per LOW_AFTER_IDLE: the stop
+    below ended the crawl short of them.)"""
+    settings = Settings(strategy="bfs", politeness_delay=0.0, proxy=sandbox.proxy_url,
+                        robots_retry_after=600.0, concurrency=4, max_pages=40,
+                        domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, _SeedsFirst(), None,
+                          robots_turn=True)
+    crawler = EmbeddedCrawler(settings, engine)
+    crawler.add_seeds(["http://matchday.test/", "http://recipe-box.test/"], 1.0)
+    stop = threading.Timer(120.0, crawler.stop)  # far beyond the few seconds it takes
+    stop.start()
+    try:
+        reason = crawler.run()
+    finally:
+        stop.cancel()
+        engine.close()
+        store.close()
+    assert reason == "page budget reached", (reason, crawler.counters)
+    assert frontier.best_priority() == 1.0  # matchday.test's seed, still waiting

@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from jlse.records import CrawlTask
-from jlse.scheduler.frontier import Frontier, LocalFrontier
+from jlse.scheduler.frontier import FAR_SKIPS, Frontier, LocalFrontier
 
 
 def _builder(request, clock):
@@ -366,6 +366,50 @@ def test_best_priority_counts_busy_and_sleeping_hosts(make, clock):
     assert frontier.best_priority() == 0.95
     assert len(drain(frontier)) == 2
     assert frontier.best_priority() is None
+
+
+def test_a_host_sleeping_long_does_not_make_the_ready_urls_low(make, clock):
+    """``best_priority(within=s)``, the low-priority rule's figure: a host that waits more
+    than s seconds (its robots.txt failed: requeued with a long delay) does not count, so the
+    ready hosts' URLs are not "low" against its best URL while it sleeps; a busy host and one
+    ready within s still count."""
+    frontier = make()
+    frontier.push_many([task("http://sleepy.test/1", 0.9999), task("http://sleepy.test/2", 0.99),
+                        task("http://busy.test/1", 0.6), task("http://busy.test/2", 0.55)] +
+                       [task(f"http://ready{i}.test/1", 0.5 - i / 100) for i in range(3)])
+    sleepy = frontier.pop()
+    assert frontier.finish(sleepy, requeue=True, delay=60.0)[0]
+    assert frontier.best_priority() == 0.9999
+    assert frontier.best_priority(within=5.0) == 0.6
+    busy = frontier.pop(min_priority=0.8 * frontier.best_priority(within=5.0))
+    assert busy.url == "http://busy.test/1"
+    assert frontier.best_priority(within=5.0) == 0.55  # busy.test counts while busy
+    assert frontier.finish(busy, delay=3.0)[0]
+    assert frontier.best_priority(within=5.0) == 0.55  # ... and while it waits 3 s
+    # low below 0.8 x 0.55, not 0.8 x 0.9999: every ready URL goes, no low slot needed
+    popped = [frontier.pop(min_priority=0.8 * frontier.best_priority(within=5.0))
+              for _ in range(3)]
+    assert urls(popped) == [f"http://ready{i}.test/1" for i in range(3)]
+    clock.advance(56.0)  # sleepy.test may go in 4 s: its URLs count again
+    assert frontier.best_priority(within=5.0) == 0.9999
+    assert frontier.pop(min_priority=0.8 * 0.9999) is None
+    clock.advance(4.0)
+    assert frontier.pop(min_priority=0.8 * 0.9999).url == "http://sleepy.test/1"
+
+
+@pytest.mark.parametrize("sleepers", [FAR_SKIPS - 1, FAR_SKIPS])
+def test_past_far_skips_long_sleepers_the_best_ready_url_counts(make_whole, clock, sleepers):
+    """``best_priority(within=)`` looks past at most ``FAR_SKIPS`` hosts sleeping long (a
+    bounded walk); past them, it is the best ready priority (a busy host no longer counts)."""
+    frontier = make_whole()
+    frontier.push_many([task(f"http://sleepy{i}.test/1", 0.9 - i / 1000) for i in range(sleepers)]
+                       + [task("http://busy.test/1", 0.7), task("http://busy.test/2", 0.65),
+                          task("http://ready.test/1", 0.5), task("http://ready.test/2", 0.4)])
+    for _ in range(sleepers):
+        assert frontier.finish(frontier.pop(), requeue=True, delay=60.0)[0]
+    assert frontier.pop().url == "http://busy.test/1"
+    assert frontier.best_priority() == 0.9
+    assert frontier.best_priority(within=5.0) == (0.65 if sleepers < FAR_SKIPS else 0.5)
 
 
 def test_nan_priorities_are_refused(make):

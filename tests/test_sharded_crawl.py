@@ -270,6 +270,29 @@ def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
     assert sorted(task["priority"] for task in recorder.sent) == [0.1, 1.0]
 
 
+def test_a_host_sleeping_long_in_one_shard_does_not_hold_the_others_back(registry):
+    """The crawl's best URL waits 10 minutes in shard 0 (robots.txt unavailable): it is not
+    the crawl's best for the low-priority rule, so another shard's ready URLs are not "low"
+    against it and take the free slots at once."""
+    from test_sharded_frontier import hosts_of_shard
+
+    frontier = _register(registry, max_outstanding=8, low_priority_slots=1,
+                         low_priority_share=0.1)
+    hot, = hosts_of_shard(0, SHARDS, 1)
+    junk = hosts_of_shard(1, SHARDS, 6)
+    frontier.push_many([CrawlTask(url=f"http://{hot}/{i}", url_id=i, priority=1.0)
+                        for i in range(3)] +
+                       [CrawlTask(url=f"http://{host}/", url_id=10 + i, priority=0.1)
+                        for i, host in enumerate(junk)])
+    leased = frontier.pop()
+    assert leased.url.startswith(f"http://{hot}/") and frontier.release(leased, 600.0)
+    recorder = Recorder([])
+    dispatcher = Dispatcher(registry, recorder)
+    for _ in range(3):
+        dispatcher.serve("s1")
+    assert sorted(task["priority"] for task in recorder.sent) == [0.1] * len(junk)
+
+
 def _three_shards_of_ready_hosts(registry, **values) -> ShardedFrontier:
     from test_sharded_frontier import hosts_of_shard
 
