@@ -35,6 +35,7 @@ from jlse.learner.learner import Learner
 from jlse.models.tokenizer import tokenize
 from jlse.sandbox import vocab_en, vocab_zh
 from jlse.scheduler.store import open_store
+from jlse.scheduler.store.pg_writes import url_fingerprint
 from jlse.settings import Settings
 
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner.json"
@@ -130,7 +131,8 @@ def load_postgres(url: str, crawl: SyntheticCrawl) -> None:
     conn = psycopg2.connect(url)
     with conn, conn.cursor() as cur:
         for rows in chunks(crawl):
-            cur.copy_expert(f"COPY links ({', '.join(COLUMNS)}) FROM STDIN", copy_text(rows))
+            cur.copy_expert(f"COPY links ({', '.join((*COLUMNS, 'url_fp'))}) FROM STDIN",
+                            copy_text([(*row, url_fingerprint(row[1])) for row in rows]))
         results = "".join(f"{url_id}\t0.9\t3000\n" for url_id in crawl.results.tolist())
         cur.copy_expert("COPY results (url_id, relevance, stored_at) FROM STDIN",
                         io.StringIO(results))
