@@ -249,20 +249,27 @@ def test_a_crawl_on_a_redis_cluster_gets_a_shard_per_master(redis_cluster_client
     registry.clear("c1")
 
 
-def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
-    """A shard holding only junk does not fill the free slots with it while a better URL of
-    another shard waits for its host: "low" is below priority_slack x the crawl's best, and
-    the low slots are the crawl's."""
+def _push_hot_and_junk(frontier) -> str:
+    """Three URLs at 1.0 on one host of shard 0, one at 0.1 on each of 6 hosts of shard 1;
+    returns the hot host."""
     from test_sharded_frontier import hosts_of_shard
 
-    frontier = _register(registry, max_outstanding=8, low_priority_slots=1,
-                         low_priority_share=1.0)
     hot, = hosts_of_shard(0, SHARDS, 1)
     junk = hosts_of_shard(1, SHARDS, 6)
     frontier.push_many([CrawlTask(url=f"http://{hot}/{i}", url_id=i, priority=1.0)
                         for i in range(3)] +
                        [CrawlTask(url=f"http://{host}/", url_id=10 + i, priority=0.1)
                         for i, host in enumerate(junk)])
+    return hot
+
+
+def test_low_urls_are_low_against_the_best_of_the_whole_crawl(registry):
+    """A shard holding only junk does not fill the free slots with it while a better URL of
+    another shard waits for its host: "low" is below priority_slack x the crawl's best, and
+    the low slots are the crawl's."""
+    frontier = _register(registry, max_outstanding=8, low_priority_slots=1,
+                         low_priority_share=1.0)
+    _push_hot_and_junk(frontier)
     recorder = Recorder([])
     dispatcher = Dispatcher(registry, recorder)
     for _ in range(3):
@@ -274,23 +281,16 @@ def test_a_host_sleeping_long_in_one_shard_does_not_hold_the_others_back(registr
     """The crawl's best URL waits 10 minutes in shard 0 (robots.txt unavailable): it is not
     the crawl's best for the low-priority rule, so another shard's ready URLs are not "low"
     against it and take the free slots at once."""
-    from test_sharded_frontier import hosts_of_shard
-
     frontier = _register(registry, max_outstanding=8, low_priority_slots=1,
                          low_priority_share=0.1)
-    hot, = hosts_of_shard(0, SHARDS, 1)
-    junk = hosts_of_shard(1, SHARDS, 6)
-    frontier.push_many([CrawlTask(url=f"http://{hot}/{i}", url_id=i, priority=1.0)
-                        for i in range(3)] +
-                       [CrawlTask(url=f"http://{host}/", url_id=10 + i, priority=0.1)
-                        for i, host in enumerate(junk)])
+    hot = _push_hot_and_junk(frontier)
     leased = frontier.pop()
     assert leased.url.startswith(f"http://{hot}/") and frontier.release(leased, 600.0)
     recorder = Recorder([])
     dispatcher = Dispatcher(registry, recorder)
     for _ in range(3):
         dispatcher.serve("s1")
-    assert sorted(task["priority"] for task in recorder.sent) == [0.1] * len(junk)
+    assert sorted(task["priority"] for task in recorder.sent) == [0.1] * 6  # every junk host
 
 
 def _three_shards_of_ready_hosts(registry, **values) -> ShardedFrontier:
