@@ -384,14 +384,18 @@ class LearnedTunnelling(JointLinkSimilarity):
         priorities = weights * evidence
         if self.sites is None or not page_url:
             return priorities, None
+        tunnels = relevance <= 0
+        if tunnels and (self.tunnel_share <= 0 or self.link_text_relevance is None):
+            return priorities, None
         page_site = site_of(page_url)
         off_site = np.array([site_of(url) != page_site for url in urls])
-        if relevance > 0:
+        if not tunnels:
             return priorities, off_site.astype(int)
-        if self.tunnel_share <= 0 or self.link_text_relevance is None:
-            return priorities, None
-        tunnels = np.where(off_site, self._link_text(anchors, contexts) * evidence, priorities)
-        return tunnels, off_site * TUNNEL_OFF_SITE
+        away = np.flatnonzero(off_site)  # the link-text model only where it is read
+        if away.size:
+            priorities[away] = evidence[away] * self._link_text(
+                [anchors[i] for i in away], [contexts[i] for i in away])
+        return priorities, off_site * TUNNEL_OFF_SITE
 
     def _link_text(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
         """P(relevant | each link's anchor + context): the samples' link-text model, with the

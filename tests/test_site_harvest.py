@@ -210,3 +210,12 @@ def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:
                                NewLink("http://a.test/x", 1, 1, priority=0.4)])
     back = PageResult.from_json(result.to_json()).links
     assert [(link.priority, link.site_group) for link in back] == [(0.2, 2), (0.4, 0)]
+
+
+def test_an_irrelevant_page_with_only_links_to_its_own_site_ranks_them_at_0() -> None:
+    jlse = LearnedTunnelling(FixedEvidence(0.5), site_optimism=0.3, tunnel_share=0.1,
+                             link_text_relevance=lambda anchors, _contexts: [0.8] * len(anchors))
+    priorities, groups = jlse.score_links_and_sites(0.1, 1, ["", ""], ["http://hub.test/a",
+                                                    "http://hub.test/b"], ["", ""],
+                                                    page_url="http://hub.test/h")
+    assert priorities.tolist() == [0.0, 0.0] and groups.tolist() == [0, 0]
