@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(DEV_STAMP): $(STAMP) pyproject.toml
-	@echo "jlse: installing the development tools (pytest, hypothesis, ruff, import-linter)"
+	@echo "jlse: installing the development tools (pytest, pytest-xdist, hypothesis, ruff, import-linter)"
 	$(PIP) install --progress-bar off -e '.[dev]'
 	touch $@
 
@@ -50,11 +50,15 @@ demo: install
 services:
 	scripts/ensure-services.sh
 
+# Two test processes (pytest-xdist): most tests wait on crawls, servers and clusters rather than
+# compute, and every fixture is private to its session (database, key prefixes, ports, subnets).
+TEST_PROCESSES ?= 2
+
 test: dev services
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_PROCESSES)
 
 test-fast: dev services
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) -m "not slow"
 
 bench: dev
 	$(BIN)/python benchmarks/run_all.py

@@ -39,6 +39,7 @@ import string  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
+from collections import Counter  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from functools import partial  # noqa: E402
@@ -55,8 +56,10 @@ from jlse.models.jlse_evaluator import JLSEEvaluator  # noqa: E402
 from jlse.models.kde_nb import KDENaiveBayes  # noqa: E402
 from jlse.models.link_index import CANDIDATE_RATIO, LinkIndex  # noqa: E402
 from jlse.models.link_tokens import link_text_tokens  # noqa: E402
+from jlse.models.naive_bayes import NaiveBayesTextClassifier  # noqa: E402
 from jlse.models.qlearning import q_learning  # noqa: E402
 from jlse.models.qtable import QTable, build_qtable  # noqa: E402
+from jlse.models.self_training import refit  # noqa: E402
 from jlse.models.strategies import LearnedTunnelling  # noqa: E402
 from jlse.models.tokenizer import tokenize  # noqa: E402
 from jlse.settings import Settings  # noqa: E402
@@ -141,6 +144,20 @@ def link_text_relevance(rng: np.random.Generator, words: np.ndarray) -> Callable
     pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
     model = KDENaiveBayes().fit(pages, [1, 0] * 20)
     return lambda anchors, contexts: model.predict_proba_tokens(link_text_tokens(anchors, contexts))
+
+
+def crawl_link_text_relevance(rng: np.random.Generator, words: np.ndarray) -> Callable:
+    """The default link-text model (``link_text_model = "crawl"``): the page NB of the same
+    sample pages, refitted as self-training does on 400 pages of a crawl (300 words each, half
+    on topic), read on the anchors."""
+    topical, other = words[: len(words) // 10], words[len(words) // 10 :]
+    pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
+    model = NaiveBayesTextClassifier().fit(pages, [1, 0] * 20)
+    crawl = (Counter(), Counter())
+    for label in (1, 0) * 200:
+        crawl[label].update(rng.choice(topical if label else other, 300).tolist())
+    refitted = refit(model, crawl)
+    return lambda anchors, contexts: refitted.predict_proba(list(anchors))
 
 
 def page_times(evaluator: JLSEEvaluator | LearnedTunnelling, pages: list) -> dict:
@@ -232,12 +249,14 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
     pages, strategy_pages, exact_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
                                            for _ in range(args.pages)] for _ in range(3))
     defaults = Settings()
-    text_model = link_text_relevance(rng, words)
+    text_models = {"samples": link_text_relevance(rng, words),
+                   "crawl": crawl_link_text_relevance(rng, words)}
 
-    def default_strategy(link_outcomes: bool) -> LearnedTunnelling:
+    def default_strategy(link_outcomes: bool, text_model: str = defaults.link_text_model
+                         ) -> LearnedTunnelling:
         strategy = LearnedTunnelling(JLSEEvaluator(anchors, lambda: table),
                                      section_links=defaults.section_links,
-                                     link_text_relevance=text_model,
+                                     link_text_relevance=text_models[text_model],
                                      link_text_weight=defaults.link_text_weight,
                                      relevance_exponent=defaults.relevance_exponent,
                                      site_optimism=defaults.site_optimism,
@@ -249,14 +268,16 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
                 strategy.observe_followed_link(anchor, float(i % 2))
         return strategy
 
-    with_outcomes_pages = [link_triples(rng, words, args.links, args.zipf_offset)
-                              for _ in range(args.pages)]
+    with_outcomes_pages, samples_pages = ([link_triples(rng, words, args.links, args.zipf_offset)
+                                          for _ in range(args.pages)] for _ in range(2))
     # The evaluator and the default strategy side by side; no cache shared (pages all new).
     default = side_by_side({"capped": (JLSEEvaluator(anchors, lambda: table), pages),
                             "strategy": (default_strategy(defaults.link_outcomes),
                                          strategy_pages),
                             "strategy_with_outcomes": (default_strategy(True),
-                                                       with_outcomes_pages)})
+                                                       with_outcomes_pages),
+                            "strategy_samples_link_text": (default_strategy(False, "samples"),
+                                                           samples_pages)})
     result = {
         "vertices": args.vertices, "links_per_page": args.links, "pages": args.pages,
         "zipf_offset": args.zipf_offset, "max_postings": list(table.index.caps),
@@ -269,6 +290,7 @@ def bench_evaluation(args: argparse.Namespace, rng: np.random.Generator) -> tupl
         "repeated": page_times(JLSEEvaluator(anchors, lambda: table), site_pages(rng, words, args)),
         "strategy": default["strategy"],
         "strategy_with_outcomes": default["strategy_with_outcomes"],
+        "strategy_samples_link_text": default["strategy_samples_link_text"],
     }
     if args.memory:
         result["build_peak_mb"] = build_memory_mb(triples, graph)
@@ -310,9 +332,12 @@ def report(evaluation: dict) -> None:
           f"score lost: mean {approx['mean_score_loss']:.3%}, p99 {approx['p99_score_loss']:.2%}")
     print(f"  pages with {e['repeat_share']:.0%} repeated site links (capped): median "
           f"{e['repeated']['median_ms']} ms, p95 {e['repeated']['p95_ms']} ms")
+    samples = e["strategy_samples_link_text"]
     print(f"  the default jlse strategy's score_links (the evaluator's evidence x the link-text "
-          f"factor, KDE-NB over anchor + context): median {e['strategy']['median_ms']} ms, "
-          f"p95 {e['strategy']['p95_ms']} ms; with link_outcomes on (side by side): median "
+          f"factor, the crawl-refitted page NB over the anchors): median "
+          f"{e['strategy']['median_ms']} ms, p95 {e['strategy']['p95_ms']} ms; side by side, "
+          f"with link_text_model = samples (KDE-NB over anchor + context): median "
+          f"{samples['median_ms']} ms, p95 {samples['p95_ms']} ms; with link_outcomes on: median "
           f"{e['strategy_with_outcomes']['median_ms']} ms, "
           f"p95 {e['strategy_with_outcomes']['p95_ms']} ms")
     memory = f", peak memory {e['build_peak_mb']} MB" if "build_peak_mb" in e else ""

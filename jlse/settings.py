@@ -21,6 +21,7 @@ else:  # pragma: no cover
 DEFAULT_USER_AGENT = "jlse/0.1 (+https://github.com/jlse-crawler/jlse; focused crawler)"
 
 PAGE_CLASSIFIERS = ("nb", "kde-nb", "vsm")
+LINK_TEXT_MODELS = ("crawl", "samples")  # jlse's link-text model: see link_text_model
 # seconds without a page started after which a "low" URL may start whatever low_priority_share
 # says (the better URLs' hosts all wait long: robots.txt unavailable, a long Crawl-delay)
 LOW_AFTER_IDLE = 5.0
@@ -146,6 +147,11 @@ class Settings:
     # jlse: a link's priority x (1 - w + w x P(relevant | its anchor + context)); 0 = off; 1 (the
     # default): x P(relevant | its anchor + context) itself (0.7 until issue 27's fourth round)
     link_text_weight: float = 1.0
+    # jlse: the link-text model t(i): crawl = the page classifier as self-training refits it on
+    # the crawl's pages, read on each link's anchor text (the samples' model for a topic without
+    # self-training); samples = a KDE-NB of the sample pages on anchor + context (until issue
+    # 27's seventh round)
+    link_text_model: str = "crawl"
     # jlse: a page judged relevant passes r ** relevance_exponent to its links (1 = r itself)
     relevance_exponent: float = 4.0
     # jlse: the optimism c of the site bandit (models/site_harvest.py: a link to another site
@@ -240,6 +246,9 @@ class Settings:
                 raise SettingsError(f"{key}: must be at least 1, got {getattr(self, key)}")
         if not 0 <= self.metrics_port <= 65535:
             raise SettingsError(f"metrics_port: 0 (off) or a TCP port, got {self.metrics_port}")
+        if self.link_text_model not in LINK_TEXT_MODELS:
+            raise SettingsError(f"link_text_model: one of {', '.join(LINK_TEXT_MODELS)}, "
+                                f"got {self.link_text_model!r}")
         if self.page_classifier not in PAGE_CLASSIFIERS:
             raise SettingsError(f"page_classifier: unknown {self.page_classifier!r}; "
                                 f"available: {', '.join(PAGE_CLASSIFIERS)}")

@@ -25,6 +25,7 @@ import copy
 import logging
 import threading
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -75,6 +76,15 @@ class SelfTrainedRelevance:
         if label is not None:
             self._learn(label, tokens[0])
         return score
+
+    def link_text_relevance(self, anchors: Sequence[str], contexts: Sequence[str]) -> np.ndarray:
+        """P(relevant | each link's anchor text) by the current NB, shape (n,) (the contexts
+        are not read: a listing's link context holds its neighbours' headlines). The refitted
+        NB knows the words of the crawl's own pages, so an anchor in the words of a
+        neighbouring topic the samples lack ranks low once the crawl has met that topic."""
+        if len(anchors) == 0:
+            return np.zeros(0)
+        return np.asarray(self.current.predict_proba(list(anchors)), dtype=float)
 
     def _label(self, base: float, text: str) -> int | None:
         if base < self.threshold:

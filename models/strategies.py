@@ -115,6 +115,12 @@ class Strategy(ABC):
         the page's relevance; a strategy that learns which links pay (``jlse``) keeps it."""
         return None
 
+    def learn_link_text(self, link_text: LinkTextFn) -> None:
+        """Called by the page pipeline with a link-text model that learns from the crawl's own
+        pages (``models.self_training``); a strategy that reads one (``jlse``, with
+        ``link_text_model = "crawl"``) reads this one instead of the samples'."""
+        return None
+
     def score_links_and_sites(self, page_relevance: float | None, depth: int,
                               anchors: Sequence[str], urls: Sequence[str],
                               contexts: Sequence[str], parent_priority: float = 1.0,
@@ -242,8 +248,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     r = P(relevant | page) ** γ on a page judged relevant (γ = ``relevance_exponent``, 4 in the
     settings: a page the classifier is less sure of leads less; the pages it takes for relevant
     by mistake score lower than the ones it is right about) and r = ``tunnel_weight`` (default
-    0) on one judged irrelevant; t(i) = P(relevant | anchor + context of link i) by the topic's
-    link-text model, w = ``link_text_weight`` (1 in the settings: the factor is t(i) itself):
+    0) on one judged irrelevant; t(i) = P(relevant | link i's text) by the link-text model
+    (the samples' KDE-NB on anchor + context, or, with ``link_text_model = "crawl"``, the page
+    NB as self-training refits it on the crawl's pages, on the anchor: :meth:`learn_link_text`),
+    w = ``link_text_weight`` (1 in the settings: the factor is t(i) itself):
     among a relevant listing's links, whose anchors the anchor model mostly leaves at its floor
     and whose URLs look alike to the Q-table, the ones whose own text is off the topic (a
     cross-post from another group, another topic's story in a mixed markets section) wait.
@@ -326,6 +334,10 @@ class LearnedTunnelling(JointLinkSimilarity):
                 link.priority = 0.0
             if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
                 link.priority = max(link.priority, weight)  # a probe: fetched soon
+
+    def learn_link_text(self, link_text: LinkTextFn) -> None:
+        if self.link_text_relevance is not None:
+            self.link_text_relevance = link_text
 
     def observe_followed_link(self, anchor_text: str, relevance: float | None) -> None:
         if self.outcomes is not None and relevance is not None:

@@ -44,6 +44,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(pages, ignore_errors=True)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A report's captured output as valid UTF-8: a test that logs undecodable bytes
+    (surrogate escapes) would otherwise break the report's way back from a pytest-xdist
+    worker process."""
+    outcome = yield
+    report = outcome.get_result()
+    report.sections = [(name, _utf8(content)) for name, content in report.sections]
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _pg_admin_connection():
     import psycopg2
 

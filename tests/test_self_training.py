@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,9 +13,11 @@ from sklearn.naive_bayes import MultinomialNB
 from jlse.models import self_training
 from jlse.models.persist import load_topic_model, save_topic_model
 from jlse.models.self_training import SelfTrainedRelevance, refit
+from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
 from jlse.sandbox import build_web
 from jlse.topic import build_topic_model, load_topic
+from jlse.workers.pipeline import PagePipeline
 
 METALS = "gold copper zinc smelter ounces mine output tonnes prices exports producers said".split()
 FOOTBALL = "football match goal league season coach players fans stadium said".split()
@@ -95,6 +98,44 @@ def test_refits_every_so_many_labelled_pages(blind_topic, monkeypatch) -> None:
     assert learner.current is learner.base
     learner.relevance(_page(FOOTBALL, rng))
     assert learner.current is not learner.base
+
+
+def test_the_link_text_model_of_the_crawl_learns_the_class_the_samples_lack(blind_topic) -> None:
+    learner = SelfTrainedRelevance.of(blind_topic)
+    anchors = ["copper smelter output rises", "coffee sugar crop harvest", "football league coach"]
+    contexts = ["coffee sugar cocoa crop"] * 3  # not read: a listing's neighbours' headlines
+    before = learner.link_text_relevance(anchors, contexts)
+    assert before[0] > 0.5 and before[2] < 0.5
+    rng = random.Random(6)
+    for _ in range(120):
+        learner.relevance(_page(METALS, rng))
+        learner.relevance(_page(SOFTS, rng))
+    after = learner.link_text_relevance(anchors, contexts)
+    assert after[1] < 0.5 < after[0]  # the softs anchor, unknown to the samples, now ranks low
+    assert after[1] < before[1]
+    assert learner.link_text_relevance([], []).shape == (0,)
+
+
+@pytest.mark.parametrize("choice", ["crawl", "samples"])
+def test_the_pipeline_gives_jlse_the_link_text_model_the_settings_choose(phones, choice) -> None:
+    topic, model = phones
+    settings = replace(topic.settings, link_text_model=choice)
+    strategy = make_strategy("jlse", settings, model)
+    pipeline = PagePipeline(settings, None, None, strategy, model, lambda *_: 0)
+    expected = (pipeline.self_training.link_text_relevance if choice == "crawl"
+                else model.link_text_relevance)
+    assert strategy.link_text_relevance == expected
+    keywordless = replace(settings, self_training=False)  # nothing learns: the samples' model
+    strategy = make_strategy("jlse", keywordless, model)
+    PagePipeline(keywordless, None, None, strategy, model, lambda *_: 0)
+    assert strategy.link_text_relevance == model.link_text_relevance
+
+
+@pytest.fixture(scope="module")
+def phones(sandbox_web, tmp_path_factory):
+    topic = load_topic(sandbox_web.write_topic_dir(
+        "phones", tmp_path_factory.mktemp("topic") / "phones"))
+    return topic, build_topic_model(topic)
 
 
 def test_no_self_training_without_keywords_or_a_page_nb() -> None:

@@ -43,6 +43,7 @@ def test_wrong_type_is_named(key, value):
     ("max_pages", 0), ("relevance_threshold", 1.5),  # strategy names: test_strategies.py
     ("read_timeout", 0), ("field_weights", [1, 2]), ("host_concurrency", 0),
     ("host_concurrency", 4),  # with the default politeness_delay: refused
+    ("link_text_model", "anchors"),
 ])
 def test_impossible_values(key, value):
     with pytest.raises(SettingsError, match=key):

@@ -139,6 +139,8 @@ class PagePipeline:
         self.strategy = strategy
         self.model = model
         self.self_training = SelfTrainedRelevance.of(model) if settings.self_training else None
+        if self.self_training is not None and settings.link_text_model == "crawl":
+            strategy.learn_link_text(self.self_training.link_text_relevance)
         self.child_pattern_run = child_pattern_run
         self.pages = pages
         self.sitemaps: SitemapSource | None = None  # set by build_engine when sitemaps is on
