@@ -55,7 +55,7 @@ from jlse.models.anchor import AnchorSimilarity  # noqa: E402
 from jlse.models.jlse_evaluator import JLSEEvaluator  # noqa: E402
 from jlse.models.kde_nb import KDENaiveBayes  # noqa: E402
 from jlse.models.link_index import CANDIDATE_RATIO, LinkIndex  # noqa: E402
-from jlse.models.link_tokens import link_text_tokens  # noqa: E402
+from jlse.models.link_tokens import anchor_tokens, link_text_tokens  # noqa: E402
 from jlse.models.naive_bayes import NaiveBayesTextClassifier  # noqa: E402
 from jlse.models.qlearning import q_learning  # noqa: E402
 from jlse.models.qtable import QTable, build_qtable  # noqa: E402
@@ -136,13 +136,18 @@ def anchor_model(rng: np.random.Generator, words: np.ndarray) -> AnchorSimilarit
     return AnchorSimilarity().fit(anchors, [1, 0] * 200)
 
 
+def sample_pages(rng: np.random.Generator, words: np.ndarray) -> list[str]:
+    """A topic's 20 + 20 sample pages, relevant first in turn: 300 words each, a tenth of the
+    vocabulary 'on topic'."""
+    topical, other = words[: len(words) // 10], words[len(words) // 10 :]
+    return [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
+
+
 def link_text_relevance(rng: np.random.Generator, words: np.ndarray) -> Callable:
     """The link-text model of the default ``jlse`` as ``TopicModel.link_text_relevance`` uses
     it: KDE-NB over a topic's 20 + 20 sample pages (here 300 words each; a tenth of the
     vocabulary is 'on topic'), reading the link tokens the link index has cached."""
-    topical, other = words[: len(words) // 10], words[len(words) // 10 :]
-    pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
-    model = KDENaiveBayes().fit(pages, [1, 0] * 20)
+    model = KDENaiveBayes().fit(sample_pages(rng, words), [1, 0] * 20)
     return lambda anchors, contexts: model.predict_proba_tokens(link_text_tokens(anchors, contexts))
 
 
@@ -151,13 +156,12 @@ def crawl_link_text_relevance(rng: np.random.Generator, words: np.ndarray) -> Ca
     sample pages, refitted as self-training does on 400 pages of a crawl (300 words each, half
     on topic), read on the anchors."""
     topical, other = words[: len(words) // 10], words[len(words) // 10 :]
-    pages = [" ".join(rng.choice(topical if label else other, 300)) for label in (1, 0) * 20]
-    model = NaiveBayesTextClassifier().fit(pages, [1, 0] * 20)
+    model = NaiveBayesTextClassifier().fit(sample_pages(rng, words), [1, 0] * 20)
     crawl = (Counter(), Counter())
     for label in (1, 0) * 200:
         crawl[label].update(rng.choice(topical if label else other, 300).tolist())
     refitted = refit(model, crawl)
-    return lambda anchors, contexts: refitted.predict_proba(list(anchors))
+    return lambda anchors, contexts: refitted.predict_proba_tokens(anchor_tokens(anchors))
 
 
 def page_times(evaluator: JLSEEvaluator | LearnedTunnelling, pages: list) -> dict:

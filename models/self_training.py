@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from jlse.models.link_tokens import anchor_tokens
 from jlse.models.naive_bayes import NaiveBayesTextClassifier
 from jlse.models.topic_model import TopicModel
 
@@ -81,10 +82,11 @@ class SelfTrainedRelevance:
         """P(relevant | each link's anchor text) by the current NB, shape (n,) (the contexts
         are not read: a listing's link context holds its neighbours' headlines). The refitted
         NB knows the words of the crawl's own pages, so an anchor in the words of a
-        neighbouring topic the samples lack ranks low once the crawl has met that topic."""
+        neighbouring topic the samples lack ranks low once the crawl has met that topic. The
+        anchors' tokens are the ones the link index has just cached."""
         if len(anchors) == 0:
             return np.zeros(0)
-        return np.asarray(self.current.predict_proba(list(anchors)), dtype=float)
+        return np.asarray(self.current.predict_proba_tokens(anchor_tokens(anchors)), dtype=float)
 
     def _label(self, base: float, text: str) -> int | None:
         if base < self.threshold:
