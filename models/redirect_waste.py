@@ -1,12 +1,15 @@
-"""Requests that bring no page of their own: redirects, learnt per URL shape
-(docs/strategies.md, "Redirects").
+"""Requests that bring no page of their own: redirects and failed requests, learnt per URL
+shape (docs/strategies.md, "Self-training and redirects").
 
 A short link (``/s/1234``), a tracking or a canonicalising redirect costs a request and gives
 no page: its target takes a second request, and when the target is a URL the crawl already
 queued or fetched, the redirect gave nothing at all. Such links look like any other to the link
 evidence (their anchors are the story's), so the crawl learns, per URL shape (host and path with
 every run of digits made ``N``), the pages its requests yield: a page 1, a redirect to a new URL
-1/2 (one page for two requests), a redirect to a known URL 0. Short links look alike across
+1/2 (one page for two requests), a redirect to a known URL 0, and so does a request that
+failed (an HTTP error after its retries, a broken redirect: a site's dead links, such as
+``/missing/N.html``, look alike too; a timeout or a refused connection is its host's trouble,
+left to the host ledger). Short links look alike across
 sites, so the estimate is hierarchical: over every host, a path shape p (``*/s/N``) yields
 ``y_p = 1 - w_p / (n_p + 1)`` pages per request (``n_p`` requests written so far, ``w_p`` the
 sum of what they fell short of a page, one request of yield 1 as the prior), and a host's shape
@@ -24,6 +27,7 @@ from collections import OrderedDict
 
 MAX_SHAPES = 100_000  # shapes remembered (least recently written dropped first)
 KNOWN_TARGET, NEW_TARGET = 1.0, 0.5  # what a redirect's request falls short of a page
+NO_PAGE = 1.0  # what a failed request (an HTTP error, a broken redirect) falls short of one
 PRIOR_REQUESTS = 2.0  # A: the weight of a path shape's yield in a host's shape's estimate
 _DIGITS = re.compile(r"\d+")
 

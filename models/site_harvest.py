@@ -3,9 +3,8 @@ another site is worth, learnt from the crawl's own outcomes.
 
 The link evidence of ``jlse`` (anchor similarity, the Q-table of G_w) is learnt from the
 sites the crawl has already walked; on its own it keeps the crawl on the first sites it found
-(their URL patterns match G_w), and target pages, not expanded, hold most of the links to
-other sites. With the bandit, a target page gives its links to other sites too, and every link
-to another site than its page's has its priority (its evidence, as for any link) multiplied by
+(their URL patterns match G_w). With the bandit, every link to another site than its page's
+has its priority (its evidence, as for any link) multiplied by
 two learnt lifts, each an estimate over the crawl's harvest ρ (the share of its pages judged
 relevant so far):
 
@@ -17,12 +16,10 @@ relevant so far):
   pages before its first fetch does not flood the frontier, and a site whose pages turn out
   irrelevant falls back to its observed harvest;
 - the link group's: γ_g / ρ, γ_g = the share of relevant pages among those fetched through
-  links of group g (a link to another site on a page expanded whole, or on a target page), a
-  uniform prior: on a web whose articles link to their peers on other sites the target pages'
-  links pay as well as any, on one whose stories link to other topics' sites they stop being
-  followed after the first few. A third group holds the links to other sites of pages judged
-  irrelevant (hubs, aggregators: ``LearnedTunnelling``'s ``tunnel_share``), held to a share
-  of the pages fetched (:meth:`SiteHarvest.over_share`).
+  links of group g, a uniform prior. One group holds the links to other sites of pages judged
+  relevant, another those of pages judged irrelevant (hubs, aggregators:
+  ``LearnedTunnelling``'s ``tunnel_share``), held to a share of the pages fetched
+  (:meth:`SiteHarvest.over_share`).
 
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
@@ -39,8 +36,8 @@ from collections.abc import Sequence
 import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
-OFF_SITE, TARGET_OFF_SITE, TUNNEL_OFF_SITE = 1, 2, 3  # the link groups (``NewLink.site_group``)
-PROBES = 5  # a target page's off-site links: the first ones are fetched at the page's weight
+OFF_SITE, TUNNEL_OFF_SITE = 1, 3  # the link groups (``NewLink.site_group``)
+PROBES = 5  # pages a group may take before its share is held to (:meth:`SiteHarvest.over_share`)
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 
 
@@ -66,7 +63,6 @@ class SiteHarvest:
         self._entered = [0, 0]  # sites entered (first page fetched), first page relevant
         self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
         self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
-        self._probes: dict[int, int] = {}  # group -> links ranked as probes
 
     def observe(self, url: str, relevant: bool) -> None:
         """A page of ``url``'s site was fetched and judged (relevant or not)."""
@@ -98,27 +94,6 @@ class SiteHarvest:
     def group_harvest(self, group: int) -> float:
         """The share of relevant pages among those fetched through links of ``group``."""
         return _rate(self._groups.get(group, [0, 0]))
-
-    def probing(self, group: int) -> bool:
-        """Whether the group has had fewer than ``PROBES`` links ranked as probes (the
-        first links of a group are fetched at their page's weight, to learn its harvest
-        early); counts this call's link as one when it does."""
-        with self._lock:
-            probes = self._probes.get(group, 0)
-            if probes >= PROBES:
-                return False
-            self._probes[group] = probes + 1
-            return True
-
-    def outperformed(self, group: int) -> bool:
-        """Whether the group's upper bound γ_g + c / sqrt(1 + n_g) is below the crawl's
-        harvest: its links are then not worth queuing (arm elimination)."""
-        with self._lock:
-            count = self._groups.get(group, [0, 0])
-            if count[0] == 0:
-                return False
-            bound = _rate(count) + self.optimism / math.sqrt(1.0 + count[0])
-            return bound < self.crawl_harvest()
 
     def over_share(self, group: int, share: float) -> bool:
         """Whether the pages fetched through ``group`` exceed ``share`` of the crawl's pages

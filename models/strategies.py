@@ -34,7 +34,7 @@ import numpy as np
 from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
-from jlse.models.site_harvest import TARGET_OFF_SITE, TUNNEL_OFF_SITE, SiteHarvest, site_of
+from jlse.models.site_harvest import TUNNEL_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
@@ -62,12 +62,6 @@ class Strategy(ABC):
     def seed_priority(self) -> float:
         return 1.0
 
-    @property
-    def explores_sites(self) -> bool:
-        """Whether a target page (otherwise not expanded) gives its links to other sites too,
-        for the strategy to rank (``jlse`` with its site bandit)."""
-        return False
-
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         """Whether the out-links of a page are followed at all."""
         if not self.focused:
@@ -79,9 +73,8 @@ class Strategy(ABC):
         return relevance is None or relevance >= self.relevance_threshold
 
     def section_link_floor(self, relevance: float | None) -> float | None:
-        """The least priority of the page's section links (``jlse.workers.section_links``:
-        up-links, followed even on a target page :meth:`should_expand` refuses, and next
-        pages of a listing), or None: no floor, and a refused page gives no link at all."""
+        """The least priority of a listing's next pages on this page
+        (``jlse.workers.section_links``), or None: no floor."""
         return None
 
     @abstractmethod
@@ -255,11 +248,12 @@ class LearnedTunnelling(JointLinkSimilarity):
     among a relevant listing's links, whose anchors the anchor model mostly leaves at its floor
     and whose URLs look alike to the Q-table, the ones whose own text is off the topic (a
     cross-post from another group, another topic's story in a mixed markets section) wait.
-    On a relevant page the links to more of its section (``jlse.workers.section_links``: a
-    listing's next pages; a target page, otherwise not expanded (the paper's rule), gives its
-    up-links) get at least ``section_links`` x r, so a site reached through one of its
-    articles is entered and a relevant listing is read to its end.
-    Irrelevant pages are expanded too, but their links wait below every link of a relevant page
+    Every page is expanded, target pages too: the paper follows no link of a target (a result
+    page), but an article's links to the articles it resembles are the shortest way to more
+    of them, and the link-text factor and the site bandit hold back the ones off the topic
+    (docs/strategies.md, "Target pages are expanded"). On a relevant page a listing's next
+    pages (``jlse.workers.section_links``) get at least ``section_links`` x r, so a relevant
+    listing is read to its end. Irrelevant pages are expanded too, but their links wait below every link of a relevant page
     (at 0, where a relevant page's are at least ``relevance_threshold`` ** γ x the anchor floor
     x t(i) > 0): they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
@@ -268,9 +262,9 @@ class LearnedTunnelling(JointLinkSimilarity):
     its topic's sites after 100 pages (docs/strategies.md, "Why the defaults are what they are").
     With the site bandit (``site_optimism`` >= 0, ``models.site_harvest``), the links to
     another site than their page's get their priority multiplied, where the crawl's results
-    are written (:meth:`observe_result`), by their site's and their link group's learnt lift,
-    and a target page gives its links to other sites too while that group pays: the link
-    evidence, learnt on the sites already walked, otherwise keeps the crawl on its first sites.
+    are written (:meth:`observe_result`), by their site's and their link group's learnt lift:
+    the link evidence, learnt on the sites already walked, otherwise keeps the crawl on its
+    first sites.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
     group of their own, at their evidence x their link-text P instead of 0: hubs judged
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
@@ -302,10 +296,6 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.redirects_at_pop = False  # True: the runner applies them (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
-    @property
-    def explores_sites(self) -> bool:
-        return self.sites is not None
-
     def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
         the priority of each link to another site by its site's and its group's lift; every
@@ -320,20 +310,13 @@ class LearnedTunnelling(JointLinkSimilarity):
         offered = [link for link in links if link.site_group]
         if not offered:
             return
-        dropped = self.sites.outperformed(TARGET_OFF_SITE)
-        if dropped:  # a target page's off-site links, known to pay less than the crawl's
-            offered = [link for link in offered if link.site_group != TARGET_OFF_SITE]
-            links[:] = [link for link in links if link.site_group != TARGET_OFF_SITE]
         lifts = self.sites.offer([link.url for link in offered],
                                  [link.site_group for link in offered])
-        weight = self.page_weight(relevance)
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
         for link, lift in zip(offered, lifts, strict=True):
             link.priority = min(1.0, link.priority * float(lift))
             if capped and link.site_group == TUNNEL_OFF_SITE:
                 link.priority = 0.0
-            if link.site_group == TARGET_OFF_SITE and self.sites.probing(TARGET_OFF_SITE):
-                link.priority = max(link.priority, weight)  # a probe: fetched soon
 
     def learn_link_text(self, link_text: LinkTextFn) -> None:
         if self.link_text_relevance is not None:
@@ -361,7 +344,8 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.redirects_at_pop = True
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
-        return self.expand_targets or not is_target
+        """Every page, target pages too (the paper expands none: see the class docstring)."""
+        return True
 
     def section_link_floor(self, relevance: float | None) -> float | None:
         if relevance is None or relevance < self.relevance_threshold or self.section_links <= 0:

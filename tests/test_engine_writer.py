@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET
+from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET, NO_PAGE
 from jlse.models.strategies import BreadthFirst
 from jlse.records import CrawlTask, FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
@@ -171,6 +171,23 @@ def test_a_redirect_is_a_request_short_of_a_page(engine, monkeypatch):
                                 links=[replace(link(target, hop), redirect_hops=1)]))
     assert seen == [("http://a.test/", 0.0), ("http://c.test/s/1", KNOWN_TARGET),
                     ("http://d.test/s/2", NEW_TARGET)]
+
+
+def test_a_failed_request_gives_no_page(engine, monkeypatch):
+    seen: list[tuple[str, float]] = []
+    monkeypatch.setattr(engine.pipeline.strategy, "observe_request",
+                        lambda url, waste: seen.append((url, waste)))
+    task = seed_and_pop(engine)
+    engine.write(PageResult(task, fetch=fetched(task), links=[link("http://b.test/missing/1", task),
+                                                               link("http://b.test/slow", task)]))
+    for url, outcome, code in (("http://b.test/missing/1", Outcome.HTTP_ERROR, 404),
+                               ("http://b.test/slow", Outcome.TIMEOUT, None)):
+        hop = next(t for t in iter(engine.frontier.pop, None) if t.url == url)
+        engine.write(PageResult(hop, fetch=FetchRecord(hop.url_id, hop.url, outcome,
+                                                       fetched_at=time.time(), status_code=code)))
+    # a timeout is the host's trouble (the host ledger's), not its URL shape's
+    assert seen == [("http://a.test/", 0.0), ("http://b.test/missing/1", NO_PAGE),
+                    ("http://b.test/slow", 0.0)]
 
 
 def test_a_batch_writes_its_links_then_its_pages_then_ends_each(engine):

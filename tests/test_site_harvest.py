@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from jlse.models.site_harvest import (
-    OFF_SITE,
     PROBES,
-    TARGET_OFF_SITE,
     TUNNEL_OFF_SITE,
     SiteHarvest,
     site_of,
@@ -16,9 +14,8 @@ from jlse.models.site_harvest import (
 from jlse.models.strategies import LearnedTunnelling
 from jlse.models.strategy_catalog import make_strategy
 from jlse.models.topic_model import TopicModel, TopicSamples
-from jlse.records import Link, NewLink
+from jlse.records import NewLink
 from jlse.settings import Settings, SettingsError
-from jlse.workers.section_links import off_site_links
 
 
 class FixedEvidence:
@@ -42,14 +39,13 @@ def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTu
 
 
 def score(jlse: LearnedTunnelling, page_url: str, urls: list[str],
-          relevance: float = 0.99, target: bool = False) -> np.ndarray:
+          relevance: float = 0.99) -> np.ndarray:
     """The priorities the links of a page get once written (the page itself not observed)."""
     blanks = [""] * len(urls)
     priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
                                                     page_url=page_url)
     groups = [0] * len(urls) if groups is None else groups
-    links = [NewLink(url, None, 2, priority=float(p),
-                     site_group=TARGET_OFF_SITE if target and g else int(g))
+    links = [NewLink(url, None, 2, priority=float(p), site_group=int(g))
              for url, p, g in zip(urls, priorities, groups, strict=True)]
     jlse.observe_result(page_url, None, links)
     return np.array([link.priority for link in links])
@@ -92,28 +88,6 @@ def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
     # whose first page was relevant (1 of 1 here, with a uniform prior: 2/3); the 29th offer
     bound = 2 / 3 + 0.3 / np.sqrt(29)
     assert later[-1] == pytest.approx(0.99 * 0.01 * bound / 0.5 * 1.0, rel=1e-6)
-
-
-def test_the_target_pages_off_site_links_are_probed_then_dropped_when_they_do_not_pay() -> None:
-    jlse = crawl({"home.test": (20, 18)})
-    probes = [score(jlse, "http://home.test/t", [f"http://junk{i}.test/a"], target=True)[0]
-              for i in range(PROBES + 2)]
-    weight = jlse.page_weight(None)  # the helper writes its page unjudged: 1
-    assert probes[:PROBES] == pytest.approx([weight] * PROBES)  # fetched soon, to learn early
-    assert probes[PROBES] < 0.1 * weight  # later ones: their evidence x the lifts
-    for i in range(PROBES + 2):  # the target pages' links to other sites led nowhere ...
-        jlse.observe_result(f"http://junk{i}.test/a", 0.01, [])
-    for i in range(5):  # ... the other pages' off-site links to relevant pages
-        score(jlse, "http://home.test/l", [f"http://peer{i}.test/a"])
-        jlse.observe_result(f"http://peer{i}.test/a", 0.99, [])
-    assert jlse.sites.group_harvest(TARGET_OFF_SITE) == pytest.approx(1 / (PROBES + 4))
-    assert jlse.sites.group_harvest(OFF_SITE) == pytest.approx(6 / 7)
-    assert jlse.sites.outperformed(TARGET_OFF_SITE) and not jlse.sites.outperformed(OFF_SITE)
-    page = [NewLink("http://new1.test/", None, 2, priority=0.5, site_group=TARGET_OFF_SITE),
-            NewLink("http://new2.test/", None, 2, priority=0.5, site_group=OFF_SITE),
-            NewLink("http://home.test/x", None, 2, priority=0.5)]
-    jlse.observe_result("http://home.test/t", 0.99, page)
-    assert [link.url for link in page] == ["http://new2.test/", "http://home.test/x"]
 
 
 def test_irrelevant_pages_offer_nothing() -> None:
@@ -181,24 +155,17 @@ def test_site_optimism_setting() -> None:
 
 
 def test_site_bandit_is_on_by_default_and_reaches_jlse_only(phone_model) -> None:
-    assert make_strategy("jlse", Settings(), phone_model).explores_sites
+    assert make_strategy("jlse", Settings(), phone_model).sites.optimism == 0.3
     assert make_strategy("jlse", Settings(site_optimism=0.5), phone_model).sites.optimism == 0.5
-    assert not make_strategy("jlse", Settings(site_optimism=-1), phone_model).explores_sites
-    assert not make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model).explores_sites
-    assert not make_strategy("best-first", Settings(), phone_model).explores_sites
+    assert make_strategy("jlse", Settings(site_optimism=-1), phone_model).sites is None
+    assert getattr(make_strategy("jlse-paper", Settings(site_optimism=0.3), phone_model),
+                   "sites", None) is None
 
 
 def test_tunnel_links_are_on_by_default_and_held_to_the_low_priority_share(phone_model) -> None:
     assert make_strategy("jlse", Settings(), phone_model).tunnel_share == 0.1
     assert make_strategy("jlse", Settings(low_priority_share=0.2), phone_model).tunnel_share == 0.2
     assert make_strategy("jlse", Settings(tunnel_off_site=False), phone_model).tunnel_share == 0.0
-
-
-def test_off_site_links() -> None:
-    links = [Link(url=url, anchor_text="", context="") for url in
-             ("http://a.test/x", "http://b.test/y", "http://a.test:81/z")]
-    assert [link.url for link in off_site_links("http://a.test/p", links)] == [
-        "http://b.test/y", "http://a.test:81/z"]
 
 
 def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:

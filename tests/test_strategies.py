@@ -123,8 +123,8 @@ def test_default_jlse_scales_joint_similarity_by_relevance_with_a_floor() -> Non
 def test_default_jlse_is_soft_focused(phone_model: TopicModel) -> None:
     jlse = make_strategy("jlse", Settings(relevance_threshold=0.6), phone_model)
     assert jlse.should_expand(0.01, is_target=False)  # irrelevant pages are expanded
-    assert not jlse.should_expand(0.99, is_target=True)  # targets are not (the paper's rule)
-    assert make_strategy("jlse", Settings(expand_targets=True), phone_model).should_expand(
+    assert jlse.should_expand(0.99, is_target=True)  # targets too (the paper: not)
+    assert not make_strategy("jlse-paper", Settings(), phone_model).should_expand(
         0.99, is_target=True)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET
+from jlse.models.redirect_waste import KNOWN_TARGET, NEW_TARGET, NO_PAGE
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import UNCOUNTED_OUTCOMES, CrawlTask, FetchRecord, NewLink, Outcome
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CPU_STAGES = ("fetch", "parse", "classify", "store")  # what ``cpu_counter`` counts
+# requests whose URL gave no page (its shape's pages per request learn it: models/redirect_waste.py)
+FAILED_REQUESTS = frozenset({Outcome.HTTP_ERROR, Outcome.BAD_REDIRECT, Outcome.TOO_MANY_REDIRECTS})
 WRITTEN_LINKS = 50_000  # URLs the writer remembers having written (about 10 MB)
 
 
@@ -264,7 +266,8 @@ class CrawlEngine:
 
     def _observe_request(self, plan: _Plan, created: set[str]) -> None:
         """Tell the strategy what the request gave: a redirect no page of its own, its target
-        a second request, or nothing if the crawl knew the target already."""
+        a second request, or nothing if the crawl knew the target already; a failed request
+        (an HTTP error after retries, a broken redirect) nothing."""
         fetch = plan.result.fetch
         if fetch is None:
             return
@@ -272,6 +275,8 @@ class CrawlEngine:
         if fetch.outcome is Outcome.REDIRECT:
             new = any(link.url in created for link in plan.links)
             waste = NEW_TARGET if new else KNOWN_TARGET
+        elif fetch.outcome in FAILED_REQUESTS:
+            waste = NO_PAGE
         self.pipeline.strategy.observe_request(plan.task.url, waste)
 
     def add_seeds(self, seeds: list[str], priority: float) -> None:

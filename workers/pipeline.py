@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jlse.models.self_training import SelfTrainedRelevance
-from jlse.models.site_harvest import TARGET_OFF_SITE
 from jlse.models.strategies import Strategy
 from jlse.models.topic_model import TopicModel
 from jlse.records import CrawlTask, FetchRecord, Link, NewLink, Outcome
@@ -27,7 +26,7 @@ from jlse.settings import Settings
 from jlse.workers.charset import decode_html
 from jlse.workers.fetcher import Fetcher, FetchResult, is_retryable, retry_wait
 from jlse.workers.parser import ParsedPage, parse_html
-from jlse.workers.section_links import is_next_page, is_up_link, off_site_links, up_links
+from jlse.workers.section_links import is_next_page
 from jlse.workers.sitemaps import SitemapSource
 
 log = logging.getLogger(__name__)
@@ -278,26 +277,14 @@ class PagePipeline:
         if task.anchor_text:
             self.strategy.observe_followed_link(task.anchor_text, relevance)
         self.strategy.observe_page(task.url, text, relevance, [link.url for link in page.links])
-        floor = self.strategy.section_link_floor(relevance)  # see workers/section_links.py
         if self.strategy.should_expand(relevance, record.is_target):
-            result.links = self._score_links(task, page.links, relevance, text, floor,
-                                             is_next_page)
-        elif floor is not None:
-            links = up_links(task.url, page.links)
-            if self.strategy.explores_sites:  # and its links to other sites, a group of their own
-                links += off_site_links(task.url, page.links)
-            result.links = self._score_links(task, links, relevance, text, floor,
-                                             lambda page_url, link: is_up_link(page_url, link.url))
-            for link in result.links:
-                if link.site_group:
-                    link.site_group = TARGET_OFF_SITE
+            floor = self.strategy.section_link_floor(relevance)  # see workers/section_links.py
+            result.links = self._score_links(task, page.links, relevance, text, floor)
         watch.lap("classify")
 
     def _score_links(self, task: CrawlTask, page_links: list[Link], relevance: float | None,
-                     text: str, floor: float | None = None,
-                     floored: Callable[[str, Link], bool] = lambda _page, _link: True,
-                     ) -> list[NewLink]:
-        """The links as the strategy scores them; those ``floored`` at least ``floor``."""
+                     text: str, floor: float | None = None) -> list[NewLink]:
+        """The links as the strategy scores them; a listing's next pages at least ``floor``."""
         links = [link for link in page_links if link.url != task.url]
         if not links:
             return []
@@ -316,7 +303,7 @@ class PagePipeline:
             NewLink(
                 url=link.url, parent_id=task.url_id, depth=task.depth + 1,
                 anchor_text=link.anchor_text, context=link.context,
-                priority=float(priority) if floor is None or not floored(task.url, link)
+                priority=float(priority) if floor is None or not is_next_page(task.url, link)
                 else max(float(priority), floor),
                 pattern_run=self.child_pattern_run(task.url, task.pattern_run, link.url),
                 site_group=int(group),
