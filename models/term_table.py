@@ -173,32 +173,37 @@ class TermTable:
         """The term id of each token (``hashes``: theirs, :func:`hash_strings`), -1 where the
         field has no such term."""
         ids = np.full(len(hashes), -1, dtype=np.int64)
-        n_terms = len(self.hashes)
-        if not n_terms or not len(hashes):
+        last = len(self.hashes) - 1
+        if last < 0 or not len(hashes):
             return ids
-        at = np.searchsorted(self.hashes, hashes)
-        pending = np.flatnonzero(at < n_terms)
+        at = np.minimum(np.searchsorted(self.hashes, hashes), last)
+        pending = np.flatnonzero(self.hashes[at] == hashes)
         while len(pending):  # more than once only where hashes collide
-            pending = pending[self.hashes[at[pending]] == hashes[pending]]
-            same = self._same(tokens, pending, self.ids[at[pending]].astype(np.int64))
-            ids[pending[same]] = self.ids[at[pending[same]]]
+            terms = self.ids[at[pending]]
+            same = self._same(tokens, pending, terms)
+            ids[pending[same]] = terms[same]
+            if same.all():
+                break
             pending = pending[~same]
             at[pending] += 1
-            pending = pending[at[pending] < n_terms]
+            pending = pending[at[pending] <= last]
+            pending = pending[self.hashes[at[pending]] == hashes[pending]]
         return ids
 
     def _same(self, tokens: Strings, which: np.ndarray, terms: np.ndarray) -> np.ndarray:
         """Whether token ``which[i]`` is the term ``terms[i]``, byte for byte."""
-        lengths = tokens.lengths[which]
-        same = _lengths(self.ends, terms) == lengths
+        starts = self.ends[terms - 1]  # term 0's is the last term's end: set to 0 below
+        starts[terms == 0] = 0
+        same = self.ends[terms] - starts - 1 == tokens.lengths[which]
         check = np.flatnonzero(same)
-        lengths = lengths[check]
-        first = np.cumsum(lengths) - lengths
-        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(first, lengths)
-        token_bytes = tokens.chars[np.repeat(tokens.starts[which[check]], lengths) + within]
-        term_bytes = self.chars[np.repeat(self._start(terms[check]), lengths) + within]
-        differs = np.repeat(np.arange(len(check)), lengths)[token_bytes != term_bytes]
-        same[check[differs]] = False
+        lengths = tokens.lengths[which[check]]
+        token_starts = tokens.starts[which[check]]
+        token_at = (np.arange(int(lengths.sum()), dtype=np.int64)
+                    + np.repeat(token_starts - (np.cumsum(lengths) - lengths), lengths))
+        term_at = token_at + np.repeat(starts[check] - token_starts, lengths)
+        differs = tokens.chars[token_at] != self.chars[term_at]
+        if differs.any():
+            same[check[np.repeat(np.arange(len(check)), lengths)[differs]]] = False
         return same
 
 
