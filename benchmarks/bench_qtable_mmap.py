@@ -10,7 +10,9 @@ by them (under /dev/shm, as in production). Each loads the current version throu
 process, while all of them still hold the table: USS (``Private_Clean + Private_Dirty``) and PSS
 from /proc/PID/smaps_rollup, the USS before loading (the interpreter and its imports), the load
 time and the median time to score 100 links (the processes score one after the other); then the
-sums, and the cache directory's size.
+sums, the cache directory's size, and the machine's memory: the PSS outside the cache's files
+(each process's share of everything else) plus the cache's size (its files are in memory on
+/dev/shm, mapped or not).
 
 ``--compare-scoring`` only times the link scoring, in one process: the table mapped and the
 table read into memory score the same batches alternately (medians and quartiles).
@@ -52,6 +54,19 @@ def memory(pid: int | str = "self") -> dict[str, int]:
                 fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
     return {"rss": fields["Rss"], "pss": fields["Pss"], "anonymous": fields["Anonymous"],
             "uss": fields["Private_Clean"] + fields["Private_Dirty"]}
+
+
+def pss_under(pid: int, directory: str) -> int:
+    """The PSS of a process's mappings of files under ``directory``, in bytes."""
+    total, inside = 0, False
+    with open(f"/proc/{pid}/smaps") as smaps:
+        for line in smaps:
+            parts = line.split()
+            if parts and "-" in parts[0] and not parts[0].endswith(":"):  # a mapping's line
+                inside = len(parts) >= 6 and parts[5].startswith(directory)
+            elif inside and parts[0] == "Pss:":
+                total += int(parts[1]) * 1024
+    return total
 
 
 def link_batches(count: int, seed: int) -> list[tuple[list[str], list[str], list[str]]]:
@@ -163,6 +178,7 @@ def run_workers(args: argparse.Namespace, port: int, cache_dir: str) -> list[dic
         report.update(json.loads(worker.stdout.readline()))
     for worker, report in zip(workers, reports, strict=True):
         report.update(memory(worker.pid))  # all of them alive, each holding the table
+        report["cache_pss"] = pss_under(worker.pid, cache_dir)
     for worker in workers:
         worker.stdin.close()
         worker.wait(60)
@@ -177,9 +193,14 @@ def print_reports(reports: list[dict], cache_dir: Path, archive_bytes: int) -> N
               f"{report['idle']['uss'] / mib:.1f}), PSS {report['pss'] / mib:8.1f} MiB, "
               f"load {report['load_s']:.2f} s, score 100 links {report['score_ms_per_100']:.2f} ms")
     cached = sum(path.stat().st_size for path in cache_dir.rglob("*") if path.is_file())
+    pss = sum(r["pss"] for r in reports)
+    outside = pss - sum(r["cache_pss"] for r in reports)
     print(f"sum of {len(reports)}: USS {sum(r['uss'] for r in reports) / mib:.1f} MiB, PSS "
-          f"{sum(r['pss'] for r in reports) / mib:.1f} MiB; machine cache {cached / mib:.1f} MiB "
+          f"{pss / mib:.1f} MiB; machine cache {cached / mib:.1f} MiB "
           f"(archive {archive_bytes / mib:.1f} MiB)")
+    # The cache's files are in memory (tmpfs) whether mapped or not: counted whole, once.
+    print(f"machine memory: {(outside + cached) / mib:.1f} MiB (the processes' PSS outside "
+          f"the cache {outside / mib:.1f} MiB + the cache)")
 
 
 def main() -> None:

@@ -16,10 +16,11 @@ temporary directory; the newest ``KEEP`` versions of a crawl stay there.
 **Mapped, not read.** The store (``publish.RedisQTableStore``) asks for a version unpacked
 (:meth:`MachineCache.fetch_mapped`): the process that downloads it also unpacks it, under the
 same lock, into a directory of ``.npy`` files (``models/qtable_files.py``, with the search
-postings it derives once for all), which appears by a rename once whole, and removes the
-archive. Every process then memory-maps those files read-only: the machine holds one copy of the
-arrays (the page cache's, in memory on /dev/shm), shared by its processes, where each process
-used to read the archive into memory of its own.
+postings and the vocabularies' term tables it derives once for all), which appears by a rename
+once whole, and removes the archive. Every process then memory-maps those files read-only: the
+machine holds one copy of the arrays and vocabularies (the page cache's, in memory on
+/dev/shm), shared by its processes, where each process used to read the archive into memory of
+its own and make dictionaries of its terms.
 """
 
 from __future__ import annotations

@@ -22,8 +22,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from jlse.models import term_table
+
 if TYPE_CHECKING:
     from typing import Self
+
+    from jlse.models.term_table import TermTable
 
 logger = logging.getLogger(__name__)
 
@@ -123,20 +127,27 @@ class FieldBM25:
         return self._fit_counts(vocabulary, columns, lengths, doc_index)
 
     @classmethod
-    def from_learned(cls, vocabulary: dict[str, int], idf_: np.ndarray, doc_weights: sp.csr_matrix,
-                     avgdl: float, k1: float = 2.0, b: float = 0.75) -> FieldBM25:
+    def from_learned(cls, vocabulary: dict[str, int] | PackedTerms, idf_: np.ndarray,
+                     doc_weights: sp.csr_matrix, avgdl: float, k1: float = 2.0,
+                     b: float = 0.75) -> FieldBM25:
         """A fitted index from its learned state (as saved by a Q-table); ValueError if the
-        parts do not fit together."""
+        parts do not fit together. ``vocabulary`` may be the terms packed (a machine's mapped
+        copy, looked up through :class:`models.term_table.TermTable`): no dictionary is made
+        until one is asked for."""
         index = cls(k1=k1, b=b)
         index._check_params()
         doc_weights = sp.csr_matrix(doc_weights, dtype=WEIGHT_DTYPE)
-        n_terms = len(vocabulary)
+        packed = isinstance(vocabulary, PackedTerms)
+        n_terms = vocabulary.n_terms if packed else len(vocabulary)
         if doc_weights.shape[1] != n_terms or np.shape(idf_) != (n_terms,):
             raise ValueError(f"BM25 state: {n_terms} terms, idf of shape {np.shape(idf_)}, "
                              f"weights of shape {doc_weights.shape}")
-        if sorted(vocabulary.values()) != list(range(n_terms)):
+        if packed:
+            index.packed_terms_ = vocabulary
+        elif sorted(vocabulary.values()) != list(range(n_terms)):
             raise ValueError("BM25 state: vocabulary columns are not 0..V-1")
-        index.vocabulary_ = dict(vocabulary)
+        else:
+            index.vocabulary_ = dict(vocabulary)
         index.idf_ = np.asarray(idf_, dtype=np.float64)
         index.doc_weights_ = doc_weights
         index.n_docs_ = doc_weights.shape[0]
@@ -280,15 +291,22 @@ class StackedFields:
     Query tokens are looked up in one dict of all fields' words, each word's stacked columns in
     an array (-1 where a field lacks it): a word found in several fields is one look-up in one
     dict, which keeps the memory a page's look-ups touch small (cache misses: most of their
-    time). It costs about 100 bytes per distinct word."""
+    time). It costs about 100 bytes per distinct word. Given ``tables`` (one
+    :class:`models.term_table.TermTable` per field: a worker machine's mapped copy), the tokens
+    are looked up in those instead, and no dict is made."""
 
-    def __init__(self, fields: Sequence[FieldBM25], offsets: np.ndarray | None = None) -> None:
+    def __init__(self, fields: Sequence[FieldBM25], offsets: np.ndarray | None = None,
+                 tables: Sequence[TermTable] | None = None) -> None:
         self.fields = list(fields)
         self.offsets = (np.cumsum([0] + [field.n_terms_ for field in self.fields])
                         if offsets is None else np.asarray(offsets))
-        self.idf = np.concatenate([field.idf_ for field in self.fields] or [np.zeros(0)])
         self.unknown_idf = np.array([idf(field.n_docs_, np.zeros(1))[0] for field in self.fields])
         self.k1_plus_1 = np.array([field.k1 + 1.0 for field in self.fields])
+        self.tables = None if tables is None else list(tables)
+        if self.tables is not None:
+            if len(self.tables) != len(self.fields) or len({t.key for t in self.tables}) > 1:
+                raise ValueError("stacked fields: one term table a field, under one key")
+            return
         words = dict.fromkeys(chain.from_iterable(field.vocabulary_ for field in self.fields))
         self.words = dict(zip(words, range(len(words)), strict=True))  # word -> row of columns
         n_fields = len(self.fields)
@@ -313,9 +331,8 @@ class StackedFields:
         lengths = np.fromiter(map(len, documents), dtype=np.int64, count=len(documents))
         tokens = list(chain.from_iterable(documents))
         per_field = lengths.reshape(n_fields, n_queries).sum(axis=1)
-        word_rows = np.fromiter(map(self.words.get, tokens, repeat(len(self.words))),
-                                dtype=np.int64, count=len(tokens))
-        ids = self.columns[word_rows * n_fields + np.repeat(np.arange(n_fields), per_field)]
+        ids = (self._columns(tokens, per_field) if self.tables is None
+               else self._table_columns(tokens, per_field))
         group = np.repeat(np.arange(n_fields * n_queries), lengths)
         known = ids >= 0
         unknown = np.flatnonzero(~known)
@@ -325,7 +342,7 @@ class StackedFields:
         keys = (group[known] % max(n_queries, 1)) * n_columns + ids[known]
         rows, columns = np.divmod(distinct(keys), n_columns)
         field_of = np.searchsorted(self.offsets[1:n_fields], columns, side="right")
-        term_idf = self.idf[columns]
+        term_idf = self._idf(columns, field_of)
         group = field_of * n_queries + rows  # one bound per (field, query)
         sums = np.bincount(group, weights=term_idf, minlength=n_fields * n_queries)
         bounds = (sums.reshape(n_fields, n_queries)
@@ -333,6 +350,35 @@ class StackedFields:
         field_weights = np.array([float(weight) for weight in weights])
         values = (field_weights[field_of] * term_idf / bounds.ravel()[group]).astype(WEIGHT_DTYPE)
         return StackedQueries(rows, columns, values, field_of)
+
+    def _columns(self, tokens: list[str], per_field: np.ndarray) -> np.ndarray:
+        """The stacked column of each token (-1: unknown), ``per_field[f]`` tokens of field f
+        after those of the fields before it, by the dict of words."""
+        n_fields = len(self.fields)
+        word_rows = np.fromiter(map(self.words.get, tokens, repeat(len(self.words))),
+                                dtype=np.int64, count=len(tokens))
+        return self.columns[word_rows * n_fields + np.repeat(np.arange(n_fields), per_field)]
+
+    def _table_columns(self, tokens: list[str], per_field: np.ndarray) -> np.ndarray:
+        """:meth:`_columns` by the fields' term tables: all tokens hashed at once."""
+        strings = term_table.encode(tokens)
+        hashes = term_table.hash_strings(strings, self.tables[0].key)
+        columns = np.full(len(tokens), -1, dtype=np.int64)
+        bounds = np.concatenate(([0], np.cumsum(per_field))).tolist()
+        for number, table in enumerate(self.tables):
+            begin, end = bounds[number], bounds[number + 1]
+            ids = table.ids_of(strings.part(begin, end), hashes[begin:end])
+            columns[begin:end] = np.where(ids >= 0, ids + int(self.offsets[number]), -1)
+        return columns
+
+    def _idf(self, columns: np.ndarray, field_of: np.ndarray) -> np.ndarray:
+        """idf of each stacked column (of field ``field_of``), from the fields' own arrays (a
+        stacked copy would be private to each process of a machine)."""
+        term_idf = np.empty(len(columns), dtype=np.float64)
+        for number, field in enumerate(self.fields):
+            at = field_of == number
+            term_idf[at] = field.idf_[columns[at] - int(self.offsets[number])]
+        return term_idf
 
 
 def stacked_query_entries(fields: Sequence[FieldBM25], queries: Sequence[Sequence[Sequence[str]]],

@@ -63,6 +63,8 @@ from jlse.models.sparse_rows import row_argmax, stack, term_major, top_postings
 if TYPE_CHECKING:
     from typing import Self
 
+    from jlse.models.term_table import TermTable
+
 logger = logging.getLogger(__name__)
 
 FIELDS = ("anchor", "url", "context")
@@ -93,6 +95,7 @@ class LinkIndex:
         # learner's: it keeps one index for several rounds); None: each table has its own.
         self.uid: str | None = None
         self._given_postings: sp.csr_matrix | None = None
+        self._term_tables: list[TermTable] | None = None
 
     def fit(self, anchors: Sequence[str], urls: Sequence[str], contexts: Sequence[str]) -> Self:
         """Index one (anchor, url, context) triple per vertex; each distinct string is
@@ -109,13 +112,16 @@ class LinkIndex:
     def from_fields(cls, fields: Sequence[FieldBM25], weights: Sequence[float],
                     max_postings: int | Sequence[int | None] | None = DEFAULT_MAX_POSTINGS,
                     rescore: int = DEFAULT_RESCORE, search: bool = True,
-                    postings: sp.csr_matrix | None = None) -> LinkIndex:
+                    postings: sp.csr_matrix | None = None,
+                    term_tables: Sequence[TermTable] | None = None) -> LinkIndex:
         """A fitted index from three fitted :class:`FieldBM25` (anchor, url, context).
 
         ``search=False`` leaves the search structures (the fields' term-major postings and the
         stacked vocabulary) to :meth:`prepare`, or to the first search: an index that is only
         published (the learner's) never holds them. ``postings``: :meth:`capped_postings`,
-        built before (a worker machine's cache maps them: ``models/qtable_files.py``)."""
+        built before, and ``term_tables``: the fields' vocabularies as arrays, one
+        :class:`TermTable` a field (a worker machine's cache maps both:
+        ``models/qtable_files.py``), looked up instead of a dictionary of the words."""
         if len(fields) != len(FIELDS):
             raise ValueError(f"LinkIndex: needs {len(FIELDS)} fields, got {len(fields)}")
         if len({f.n_docs_ for f in fields}) != 1:
@@ -125,6 +131,7 @@ class LinkIndex:
         index._check_params()
         index.fields_ = list(fields)
         index._given_postings = postings
+        index._term_tables = None if term_tables is None else list(term_tables)
         index._finish(search)
         return index
 
@@ -235,7 +242,7 @@ class LinkIndex:
         with self._prepare_lock:
             if self._prepared:
                 return
-            self._stacked = StackedFields(self.fields_)
+            self._stacked = StackedFields(self.fields_, tables=self._term_tables)
             # First column of each field's terms in the stacked term space (as the query matrix).
             self.offsets_ = self._stacked.offsets
             self.postings_ = (self.capped_postings() if self._given_postings is None

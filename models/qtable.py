@@ -28,9 +28,11 @@ import scipy
 import scipy.sparse as sp
 from numpy.lib.npyio import NpzFile
 
-from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25, split_terms
+from jlse.models import term_table
+from jlse.models.bm25 import WEIGHT_DTYPE, FieldBM25, PackedTerms, split_terms
 from jlse.models.link_index import DEFAULT_MAX_POSTINGS, DEFAULT_RESCORE, FIELDS, LinkIndex
 from jlse.models.qlearning import q_learning
+from jlse.models.term_table import TermTable
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +41,8 @@ INDEX_FORMAT = "jlse-linkindex"  # a link index alone, shared by several Q-table
 FORMAT_VERSION = 2  # 2: a field's terms as one byte array (1: a JSON list); both are read
 READ_VERSIONS = (1, 2)
 HEADER_KEY = "header"
-SEARCH_PREFIX = "search."  # an index's search postings, saved by a machine's cache alone
+SEARCH_PREFIX = "search."  # an index's search structures, saved by a machine's cache alone
+TABLE_KEY = SEARCH_PREFIX + "key"  # the hash key of the fields' term tables
 
 
 @dataclass
@@ -258,27 +261,42 @@ def _index_from_arrays(arrays: dict[str, np.ndarray], header: dict[str, Any],
                        n_vertices: int, search: bool = True) -> LinkIndex:
     if n_vertices < 0:
         raise ValueError(f"n_vertices is {n_vertices}")
-    fields = [_field_from_arrays(name, arrays, header, n_vertices) for name in FIELDS]
+    fields, tables = zip(*[_field_from_arrays(name, arrays, header, n_vertices)
+                           for name in FIELDS], strict=True)
     postings = _given_postings(arrays, fields, n_vertices) if search else None
     # Archives written before the capped search existed lack its parameters: defaults.
     return LinkIndex.from_fields(fields, header["weights"],
                                  max_postings=header.get("max_postings", DEFAULT_MAX_POSTINGS),
                                  rescore=header.get("rescore", DEFAULT_RESCORE), search=search,
-                                 postings=postings)
+                                 postings=postings,
+                                 term_tables=None if None in tables else tables)
 
 
-def search_postings(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> sp.csr_matrix | None:
-    """The search postings (:meth:`LinkIndex.capped_postings`) of the index an archive holds;
-    None if it holds none (a version naming a shared index). ValueError if it is invalid."""
+def search_arrays(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The search structures of the index an archive holds, by name (under
+    :data:`SEARCH_PREFIX`), for a machine's copy to save beside it: the search postings
+    (:meth:`LinkIndex.capped_postings`) and, where every field's terms are a byte array, each
+    field's :class:`TermTable` under one new key. None for a version naming a shared index.
+    ValueError if the archive is invalid."""
     _check_format(header, FORMAT if header.get("format") == FORMAT else INDEX_FORMAT)
     if "index" in header:
-        return None
-    try:
-        index = _index_from_arrays(arrays, header, int(header["n_vertices"]), search=False)
+        return {}
+    try:  # the index checks every array, the terms among them
+        postings = _index_from_arrays(arrays, header, int(header["n_vertices"]),
+                                      search=False).capped_postings()
     except (KeyError, TypeError, ValueError) as exc:
         reason = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise ValueError(f"link index: invalid arrays or header: {reason}") from None
-    return index.capped_postings()
+    derived = {f"{SEARCH_PREFIX}{name}": array for name, array in
+               zip(("data", "indices", "indptr"),
+                   (postings.data, postings.indices, postings.indptr), strict=True)}
+    if not any("vocabulary" in header["fields"][name] for name in FIELDS):
+        key = derived[TABLE_KEY] = term_table.new_key()
+        for name in FIELDS:
+            table = TermTable.build(arrays[f"{name}.terms"], key)
+            derived.update({f"{SEARCH_PREFIX}{name}.{part}": array
+                            for part, array in table.arrays().items()})
+    return derived
 
 
 def _given_postings(arrays: dict[str, np.ndarray], fields: list[FieldBM25],
@@ -340,29 +358,68 @@ def _check_format(header: dict[str, Any], expected: str = FORMAT) -> None:
 
 
 def _field_from_arrays(name: str, arrays: dict[str, np.ndarray], header: dict[str, Any],
-                       n_vertices: int) -> FieldBM25:
+                       n_vertices: int) -> tuple[FieldBM25, TermTable | None]:
+    """Field ``name``'s BM25 index, and its term table where a machine's copy saved one (then
+    the field holds its terms packed, and no dictionary of them)."""
     state = header["fields"][name]
+    table = _term_table(name, arrays, state)
+    if table is not None:
+        vocabulary: dict[str, int] | PackedTerms = PackedTerms(table.chars, table.ends)
+        n_terms = table.n_terms
+    else:
+        vocabulary = _vocabulary(name, arrays, state)
+        n_terms = len(vocabulary)
+    data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
+    indices = _index_array(arrays, f"{name}.indices")
+    indptr = _index_array(arrays, f"{name}.indptr")
+    _check_csr(name, data, indices, indptr, n_vertices, n_terms)
+    doc_weights = sp.csr_matrix((data, indices, indptr), shape=(n_vertices, n_terms))
+    field = FieldBM25.from_learned(vocabulary, _array(arrays, f"{name}.idf", np.float64),
+                                   doc_weights, float(state["avgdl"]),
+                                   k1=float(header["k1"]), b=float(header["b"]))
+    return field, table
+
+
+def _vocabulary(name: str, arrays: dict[str, np.ndarray], state: dict[str, Any]) -> dict[str, int]:
     if "vocabulary" in state:
         terms = state["vocabulary"]
     else:
-        chars = arrays.get(f"{name}.terms")
-        if chars is None or chars.dtype != np.uint8 or chars.ndim != 1:
-            raise ValueError(f"field {name}: missing or malformed terms")
         try:
-            terms = split_terms(chars, int(state["n_terms"]))
+            terms = split_terms(_terms(name, arrays), int(state["n_terms"]))
         except ValueError as exc:  # among them UnicodeDecodeError
             raise ValueError(f"field {name}: terms: {exc}") from None
     vocabulary = dict(zip(terms, range(len(terms)), strict=True))
     if len(vocabulary) != len(terms):
         raise ValueError(f"field {name}: duplicate vocabulary terms")
-    data = _array(arrays, f"{name}.data", WEIGHT_DTYPE)
-    indices = _index_array(arrays, f"{name}.indices")
-    indptr = _index_array(arrays, f"{name}.indptr")
-    _check_csr(name, data, indices, indptr, n_vertices, len(vocabulary))
-    doc_weights = sp.csr_matrix((data, indices, indptr), shape=(n_vertices, len(vocabulary)))
-    return FieldBM25.from_learned(vocabulary, _array(arrays, f"{name}.idf", np.float64),
-                                  doc_weights, float(state["avgdl"]),
-                                  k1=float(header["k1"]), b=float(header["b"]))
+    return vocabulary
+
+
+def _terms(name: str, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    chars = arrays.get(f"{name}.terms")
+    if chars is None or chars.dtype != np.uint8 or chars.ndim != 1:
+        raise ValueError(f"field {name}: missing or malformed terms")
+    return chars
+
+
+def _term_table(name: str, arrays: dict[str, np.ndarray],
+                state: dict[str, Any]) -> TermTable | None:
+    """The term table saved beside a mapped index (``models.qtable_files``), checked; None
+    where there is none."""
+    prefix = f"{SEARCH_PREFIX}{name}."
+    if f"{prefix}hashes" not in arrays or "vocabulary" in state:
+        return None
+    parts = [arrays.get(key) for key in (TABLE_KEY, f"{prefix}hashes", f"{prefix}ids")]
+    ends = arrays.get(f"{prefix}ends")
+    if any(part is None for part in parts) or ends is None:
+        raise ValueError(f"field {name}: incomplete term table")
+    try:
+        table = TermTable.from_arrays(*parts, _terms(name, arrays), ends)
+    except ValueError as exc:
+        raise ValueError(f"field {name}: {exc}") from None
+    if table.n_terms != int(state["n_terms"]):
+        raise ValueError(f"field {name}: a term table of {table.n_terms} terms, not "
+                         f"{state['n_terms']}")
+    return table
 
 
 def _array(arrays: dict[str, np.ndarray], key: str, dtype: type) -> np.ndarray:

@@ -8,11 +8,13 @@ files only, and a member's data sits at an unaligned offset of the zip). Each me
 archive is unpacked by copying each member's bytes into its own file (``learner/qtable_cache.py``
 does it once per machine and version), and every process maps those files read-only.
 
-The search postings of an index (:meth:`LinkIndex.capped_postings`: the capped term-major
-postings, a third of the index's size) are derived from its arrays, so each process would build
-them privately; the unpacking builds them once and saves them beside the members
-(``search.*``). An archive from Redis never supplies them: its own ``search.*`` members are
-refused here and ignored by :func:`models.qtable.read_archive`.
+The search structures of an index are derived from its arrays, so each process would build
+them privately: the search postings (:meth:`LinkIndex.capped_postings`: the capped term-major
+postings, a third of the index's size) and the vocabularies (each field's terms looked up by
+hash, :class:`models.term_table.TermTable`, where each process made a dictionary of strings).
+The unpacking builds them once and saves them beside the members (``search.*``). An archive
+from Redis never supplies them: its own ``search.*`` members are refused here and ignored by
+:func:`models.qtable.read_archive`.
 
 Security as for archives read from Redis: ``allow_pickle=False``, member names checked, every
 array checked against the header by :class:`models.qtable.QTable` before use.
@@ -38,20 +40,16 @@ _COPY_BYTES = 1 << 22
 
 def unpack_archive(archive: Path, directory: Path) -> None:
     """Write each array of ``archive`` (an ``.npz`` file) as ``directory/<name>.npy`` (the
-    directory exists, empty), then the index's search postings; ValueError if it is not a valid
-    Q-table or index archive."""
+    directory exists, empty), then the index's search structures (postings and term tables);
+    ValueError if it is not a valid Q-table or index archive."""
     try:
         with zipfile.ZipFile(archive) as members:
             for info in members.infolist():
                 _copy_member(members, info, directory)
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error, RuntimeError) as exc:
         raise ValueError(f"Q-table: not an .npz archive: {exc!r}") from None
-    arrays, header = map_directory(directory)
-    postings = qt.search_postings(arrays, header)
-    if postings is not None:
-        for name, array in zip(("data", "indices", "indptr"),
-                               (postings.data, postings.indices, postings.indptr), strict=True):
-            np.save(directory / f"{SEARCH_PREFIX}{name}.npy", array, allow_pickle=False)
+    for name, array in qt.search_arrays(*map_directory(directory)).items():
+        np.save(directory / f"{name}.npy", array, allow_pickle=False)
 
 
 def _copy_member(members: zipfile.ZipFile, info: zipfile.ZipInfo, directory: Path) -> None:

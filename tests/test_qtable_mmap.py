@@ -20,6 +20,9 @@ import redis
 
 from jlse.learner.publish import RedisQTableStore
 from jlse.learner.qtable_cache import MachineCache
+from jlse.models.bm25 import FieldBM25
+from jlse.models.link_index import LinkIndex
+from jlse.models.link_tokens import field_tokens
 from jlse.models.qtable import QTable, build_qtable, read_archive
 from jlse.models.qtable_files import map_directory, unpack_archive
 
@@ -172,3 +175,115 @@ def test_an_archive_cannot_supply_search_postings_or_odd_members(tmp_path):
     (tmp_path / "out2").mkdir()
     with pytest.raises(ValueError):
         unpack_archive(object_array, tmp_path / "out2")
+
+
+WORDS = ["手机", "téléphone", "smartphone", "e\u0301", "ab" * 9, "x" * 16, "y" * 8, "mobile",
+         *(f"w{i}" for i in range(200))]
+
+
+def multilingual_table(vertices: int = 2000, seed: int = 3) -> QTable:
+    rng = np.random.default_rng(seed)
+    words = np.array(WORDS)
+    anchors = [" ".join(rng.choice(words, 3)) for _ in range(vertices)]
+    contexts = [" ".join(rng.choice(words, 8)) for _ in range(vertices)]
+    urls = [f"http://s{i % 30}.test/{words[i % len(words)]}/{i}" for i in range(vertices)]
+    src, dst = np.arange(vertices - 1), np.arange(1, vertices)
+    return build_qtable(1, anchors, urls, contexts, src, dst, rng.random(vertices) < 0.3,
+                        max_postings=CAPS)
+
+
+def multilingual_links(count: int = 300) -> tuple[list[str], list[str], list[str]]:
+    rng = np.random.default_rng(4)
+    words = np.array([*WORDS, "手", "telephone", "ab" * 8, "x" * 17, "unknown", "mobiles"])
+    return ([" ".join(rng.choice(words, 3)) for _ in range(count)],
+            [f"http://s{i % 40}.test/{words[i % len(words)]}/q{i}" for i in range(count)],
+            [" ".join(rng.choice(words, 7)) for _ in range(count)])
+
+
+def test_the_mapped_vocabularies_give_a_dictionarys_ids_and_scores(tmp_path):
+    """The machine's copy looks its terms up in mapped arrays (no dictionary of strings in the
+    process), with the same ids, query values and scores as a table read into memory."""
+    table = multilingual_table()
+    (tmp_path / "archive").write_bytes(table.to_bytes())
+    (tmp_path / "unpacked").mkdir()
+    unpack_archive(tmp_path / "archive", tmp_path / "unpacked")
+    mapped = QTable.from_arrays(*map_directory(tmp_path / "unpacked"))
+    read = QTable.from_bytes(table.to_bytes())
+    mapped.index.prepare()
+    read.index.prepare()
+    assert mapped.index._stacked.tables is not None and read.index._stacked.tables is None
+    assert not hasattr(mapped.index._stacked, "words")
+    assert all(field.__dict__.get("_vocabulary") is None and field.__dict__.get("_terms") is None
+               for field in mapped.index.fields_)
+    assert all(is_mapped(t.hashes) and is_mapped(t.chars) for t in mapped.index._stacked.tables)
+    links = multilingual_links()
+    tokens = field_tokens(*links)
+    in_mapped = mapped.index._stacked.query_entries(tokens, table.index.weights)
+    in_memory = read.index._stacked.query_entries(tokens, table.index.weights)
+    for got, expected in zip(in_mapped, in_memory, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    expected = read.predicted(*links)
+    assert np.count_nonzero(expected) > 250
+    np.testing.assert_array_equal(mapped.predicted(*links), expected)
+    for got, wanted in zip(mapped.index.best_vertices(*links, exact=True),
+                           read.index.best_vertices(*links, exact=True), strict=True):
+        np.testing.assert_array_equal(got, wanted)
+    assert mapped.index.fields_[1].terms_ == read.index.fields_[1].terms_  # still there
+
+
+def _cut_short(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _not_a_permutation(path: Path) -> None:
+    np.save(path, np.zeros(np.load(path).shape, dtype=np.int32))
+
+
+def _another_key(path: Path) -> None:
+    np.save(path, np.load(path) ^ np.uint64(1))
+
+
+def _an_object_array(path: Path) -> None:
+    np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+
+
+@pytest.mark.parametrize("name, damage", [
+    ("search.url.hashes.npy", _cut_short), ("search.context.ids.npy", _not_a_permutation),
+    ("search.key.npy", _another_key), ("search.anchor.ends.npy", _an_object_array),
+])
+def test_a_damaged_vocabulary_file_is_refused_and_the_copy_discarded(store, tmp_path, name,
+                                                                     damage):
+    table = synthetic_table(1)
+    store.publish(table)
+    cache = MachineCache.for_prefix(store.prefix, tmp_path)
+    RedisQTableStore(store.client, store.prefix, cache=cache).load(1)
+    directory = cache.mapped_path("v1.qtable")
+    damage(directory / name)
+    with pytest.raises(ValueError):
+        QTable.from_arrays(*map_directory(directory))
+    loaded = RedisQTableStore(store.client, store.prefix, cache=cache).load(1)
+    assert not directory.exists() and not is_mapped(loaded.q)  # Redis's own, read
+    np.testing.assert_array_equal(loaded.predicted(*links()), table.predicted(*links()))
+
+
+def test_terms_listed_in_the_header_are_looked_up_in_dictionaries(tmp_path):
+    """A term holding a NUL sends its field's terms into the header (a JSON list): the machine's
+    copy then saves no term tables, and each process makes its dictionaries as before."""
+    table = multilingual_table()
+    anchor = table.index.fields_[0]
+    odd = {("odd\x00" + term if term == "mobile" else term): column
+           for term, column in anchor.vocabulary_.items()}
+    field = FieldBM25.from_learned(odd, anchor.idf_, anchor.doc_weights_, anchor.avgdl_,
+                                   k1=anchor.k1, b=anchor.b)
+    index = LinkIndex.from_fields([field, *table.index.fields_[1:]], table.index.weights,
+                                  max_postings=CAPS)
+    table = QTable(version=1, index=index, q=table.q, created_at=1.0)
+    (tmp_path / "archive").write_bytes(table.to_bytes())
+    (tmp_path / "unpacked").mkdir()
+    unpack_archive(tmp_path / "archive", tmp_path / "unpacked")
+    assert not list((tmp_path / "unpacked").glob("search.*.hashes.npy"))
+    mapped = QTable.from_arrays(*map_directory(tmp_path / "unpacked"))
+    mapped.index.prepare()
+    assert mapped.index._stacked.tables is None
+    links = multilingual_links()
+    np.testing.assert_array_equal(mapped.predicted(*links), table.predicted(*links))
