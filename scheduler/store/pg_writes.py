@@ -9,6 +9,7 @@ link row 10 µs instead of 15, client 11 µs instead of 20).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -19,6 +20,7 @@ from typing import Any
 
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError
+from jlse.scheduler.store.partitions import UNPARTITIONED, LinkLayout
 from jlse.scheduler.store.sql import clean_text, host_of
 
 log = logging.getLogger(__name__)
@@ -40,31 +42,41 @@ FINGERPRINT_PROBES = 4
 # index probe each): known URLs with their status and priority (upsert_links raises those
 # that rise), or another URL under the same fingerprint (its next probe). A row another
 # transaction committed after the snapshot is in neither: upsert_links reads it afterwards.
+# Partitioned (partitions.py): a new id is nextval * P + part, and the known rows are read
+# partition by partition, one branch each naming its partition (pruned when planned: a join
+# or an = ANY over the whole table would probe every partition with every key).
 ADD_LINKS_SQL = (
     "WITH written AS ("
-    " INSERT INTO links (id, url_fp, url, host, parent_id, depth, anchor_text, context,"
-    " priority, pattern_run, redirect_hops, discovered_at)"
-    " SELECT * FROM (SELECT nextval(%(seq)s::regclass), b.*, %(now)s::float8"
+    " INSERT INTO links (id, url_fp[[, part]], url, host, parent_id, depth, anchor_text,"
+    " context, priority, pattern_run, redirect_hops, discovered_at)"
+    " SELECT * FROM (SELECT nextval(%(seq)s::regclass)[[ * {parts} + (b.fp & {mask})]],"
+    "  b.fp[[, (b.fp & {mask})::smallint]], b.url, b.host, b.parent, b.depth, b.anchor,"
+    "  b.context, b.priority, b.run, b.hops, %(now)s::float8"
     "  FROM unnest(%(fp)s::bigint[], %(url)s::text[], %(host)s::text[], %(parent)s::bigint[],"
     "  %(depth)s::int[], %(anchor)s::text[], %(context)s::text[], %(priority)s::float8[],"
-    "  %(run)s::int[], %(hops)s::int[]) AS b) AS i ORDER BY 2"
-    " ON CONFLICT (url_fp) DO NOTHING RETURNING id, url_fp"
+    "  %(run)s::int[], %(hops)s::int[])"
+    "  AS b(fp, url, host, parent, depth, anchor, context, priority, run, hops)) AS i ORDER BY 2"
+    " ON CONFLICT (url_fp[[, part]]) DO NOTHING RETURNING id, url_fp"
     ") SELECT id, url_fp, NULL, NULL, NULL FROM written"
+)
+_KNOWN_AFTER_WRITE = (
     " UNION ALL SELECT l.id, l.url_fp, l.url, l.status, l.priority FROM links l"
-    " WHERE l.url_fp = ANY(ARRAY(SELECT u.fp FROM unnest(%(fp)s::bigint[]) AS u(fp)"
-    "  WHERE u.fp NOT IN (SELECT url_fp FROM written)))"
+    " WHERE [[l.part = {part} AND ]]l.url_fp = ANY(ARRAY(SELECT u.fp"
+    "  FROM unnest(%(fp{part})s::bigint[]) AS u(fp) WHERE u.fp NOT IN (SELECT url_fp FROM written)))"
 )
 # Rows of a batch committed by another transaction after add_links's snapshot, by fingerprint.
-KNOWN_LINKS_SQL = "SELECT id, url_fp, url, status, priority FROM links WHERE url_fp = ANY(%s)"
+_KNOWN_LINKS = ("SELECT id, url_fp, url, status, priority FROM links"
+                " WHERE [[part = {part} AND ]]url_fp = ANY(%(fp{part})s::bigint[])")
 # The priority of known queued URLs that rises (rare: a URL found again with a higher score).
 RAISE_PRIORITIES_SQL = (
     "UPDATE links l SET priority = r.priority"
-    " FROM unnest(%s::bigint[], %s::float8[]) AS r(id, priority)"
-    " WHERE l.id = r.id AND l.status = 'queued' AND l.priority < r.priority"
+    " FROM unnest(%(ids)s::bigint[], %(priorities)s::float8[]) AS r(id, priority)"
+    " WHERE l.id = r.id[[ AND l.part = (r.id & {mask})::smallint"
+    " AND l.part = ANY(%(parts)s::smallint[])]] AND l.status = 'queued' AND l.priority < r.priority"
 )
 # The pages of a batch in one statement, as record_fetch_once writes one: a link changes (and
-# gets its ResultTable row) only if it was still queued; every history row is added, in input
-# order (a missing link fails its foreign key, and with it the whole batch).
+# gets its ResultTable row) only if it was still queued; every history row of a link that
+# exists is added, in input order (record_pages fails the batch if a link is missing).
 RECORD_PAGES_SQL = (
     "WITH input AS ("
     " SELECT * FROM unnest(%(id)s::bigint[], %(at)s::float8[], %(relevance)s::float8[],"
@@ -76,17 +88,22 @@ RECORD_PAGES_SQL = (
     "), updated AS ("
     " UPDATE links l SET status = 'fetched', fetched_at = i.at, relevance = i.relevance,"
     " is_target = i.target, title = i.title FROM input i"
-    " WHERE l.id = i.id AND l.status = 'queued' RETURNING l.id, i.target, i.relevance"
+    " WHERE l.id = i.id[[ AND l.part = (i.id & {mask})::smallint"
+    " AND l.part = ANY(%(parts)s::smallint[])]] AND l.status = 'queued'"
+    " RETURNING l.id, i.target, i.relevance"
+    "), present AS ("
+    " SELECT l.id FROM links l WHERE l.id = ANY(%(id)s::bigint[])"
+    "[[ AND l.part = ANY(%(parts)s::smallint[])]]"
     "), history AS ("
     " INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, elapsed,"
     " outcome, final_url, relevance, is_target, error, warc_file, warc_offset, warc_length)"
     " SELECT id, at, status, type, bytes, elapsed, outcome, final, relevance, target, error,"
-    " wfile, woffset, wlength FROM input ORDER BY n"
+    " wfile, woffset, wlength FROM input WHERE id IN (SELECT id FROM present) ORDER BY n"
     "), result AS ("
     " INSERT INTO results (url_id, relevance, stored_at)"
     " SELECT id, relevance, %(now)s FROM updated WHERE target = 1"
     " ON CONFLICT (url_id) DO NOTHING"
-    ") SELECT id FROM updated"
+    ") SELECT ARRAY(SELECT id FROM updated), ARRAY(SELECT id FROM present)"
 )
 
 
@@ -149,9 +166,10 @@ def url_fingerprints(urls: Iterable[str], probe: int = 0) -> list[int]:
             for url in urls]
 
 
-def upsert_links(cur: Any, links: list[NewLink], now: float,
-                 sequence: str) -> dict[str, tuple[int, bool]]:
-    """Insert or find deduplicated ``links``: url -> (id, created); ``sequence`` draws ids."""
+def upsert_links(cur: Any, links: list[NewLink], now: float, sequence: str,
+                 layout: LinkLayout = UNPARTITIONED) -> dict[str, tuple[int, bool]]:
+    """Insert or find deduplicated ``links``: url -> (id, created); ``sequence`` draws ids;
+    ``layout`` is the database's (partitions.py)."""
     found: dict[str, tuple[int, bool]] = {}
     pending = links
     for probe in range(FINGERPRINT_PROBES):
@@ -163,18 +181,21 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
                                      pending, strict=True):
             if by_fp.setdefault(fingerprint, link) is not link:
                 clashing.append(link)
-        cur.execute(ADD_LINKS_SQL, link_params(by_fp, now, sequence))
+        groups = layout.groups(by_fp)
+        cur.execute(add_links_sql(layout, tuple(groups)),
+                    {**link_params(by_fp, now, sequence), **group_params(groups)})
         answered: dict[int, tuple[int, bool]] = {}
         rising: list[tuple[int, float]] = []
         _read_answers(cur.fetchall(), by_fp, answered, rising)
-        unanswered = [fp for fp in by_fp if fp not in answered]
+        unanswered = layout.groups(fp for fp in by_fp if fp not in answered)
         if unanswered:  # committed meanwhile by another worker, or another URL's key
-            cur.execute(KNOWN_LINKS_SQL, (number_array(unanswered),))
+            cur.execute(known_links_sql(layout, tuple(unanswered)), group_params(unanswered))
             _read_answers(cur.fetchall(), by_fp, answered, rising)
         if rising:
-            cur.execute(RAISE_PRIORITIES_SQL,
-                        (number_array(link_id for link_id, _ in rising),
-                         number_array(priority for _, priority in rising)))
+            cur.execute(layout.sql(RAISE_PRIORITIES_SQL), {
+                "ids": number_array(link_id for link_id, _ in rising),
+                "priorities": number_array(priority for _, priority in rising),
+                "parts": number_array(layout.parts_of(link_id for link_id, _ in rising))})
         found.update({by_fp[fp].url: answer for fp, answer in answered.items()})
         pending = [link for fp, link in by_fp.items() if fp not in answered] + clashing
         if pending:
@@ -184,6 +205,24 @@ def upsert_links(cur: Any, links: list[NewLink], now: float,
         raise StoreError(f"add_links: {len(pending)} URLs neither inserted nor found, "
                          f"e.g. {pending[0].url}")
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def add_links_sql(layout: LinkLayout, parts: tuple[int, ...]) -> str:
+    """``ADD_LINKS_SQL`` reading the known rows of the partitions ``parts``."""
+    return layout.sql(ADD_LINKS_SQL + "".join(
+        _KNOWN_AFTER_WRITE.replace("{part}", str(part)) for part in parts))
+
+
+@functools.lru_cache(maxsize=4096)
+def known_links_sql(layout: LinkLayout, parts: tuple[int, ...]) -> str:
+    return layout.sql(" UNION ALL ".join(_KNOWN_LINKS.replace("{part}", str(part))
+                                         for part in parts))
+
+
+def group_params(groups: dict[int, list[int]]) -> dict[str, str]:
+    """The fingerprints of each partition (``fp{part}``) as array literals."""
+    return {f"fp{part}": number_array(keys) for part, keys in groups.items()}
 
 
 def _read_answers(rows: list[tuple], by_fp: dict[int, NewLink],
@@ -218,11 +257,18 @@ def link_params(by_fp: dict[int, NewLink], now: float, sequence: str) -> dict[st
     }
 
 
-def record_pages(cur: Any, records: Sequence[FetchRecord], now: float) -> list[bool]:
+def record_pages(cur: Any, records: Sequence[FetchRecord], now: float,
+                 layout: LinkLayout = UNPARTITIONED) -> list[bool]:
     """``RECORD_PAGES_SQL`` for ``records``: per record, whether its link was still queued
-    (False: only its history row was added)."""
-    cur.execute(RECORD_PAGES_SQL, page_params(records, now))
-    updated = {row[0] for row in cur.fetchall()}
+    (False: only its history row was added). A missing link fails the batch (the caller's
+    transaction rolls back)."""
+    params = page_params(records, now)
+    params["parts"] = number_array(layout.parts_of(record.url_id for record in records))
+    cur.execute(layout.sql(RECORD_PAGES_SQL), params)
+    updated, present = (set(ids) for ids in cur.fetchone())
+    missing = [record.url_id for record in records if record.url_id not in present]
+    if missing:
+        raise StoreError(f"write_pages: no link with id {missing[0]}")
     return [record.url_id in updated for record in records]
 
 

@@ -30,23 +30,29 @@ T = TypeVar("T")
 CONNECT_TIMEOUT = 5  # seconds; a connect_timeout parameter in the URL wins
 _SCHEMA_LOCK_KEY = 0x6A6C7365  # advisory lock: workers starting together create tables once
 # record_fetch_once in one statement. The link row and the ResultTable change only if the link
-# was still queued; the history row is always added (a missing link fails its foreign key).
+# was still queued; the history row is added if the link exists (none is written for a missing
+# link, which record_fetch_once then refuses). The link is named by id and partition.
 _RECORD_ONCE_SQL = (
     "WITH updated AS ("
     " UPDATE links SET status = 'fetched', fetched_at = %(at)s, relevance = %(relevance)s,"
-    " is_target = %(target)s, title = %(title)s WHERE id = %(id)s AND status = 'queued'"
-    " RETURNING id"
+    " is_target = %(target)s, title = %(title)s WHERE id = %(id)s[[ AND part = %(part)s]]"
+    " AND status = 'queued' RETURNING id"
     "), history AS ("
     " INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, elapsed,"
     " outcome, final_url, relevance, is_target, error, warc_file, warc_offset, warc_length)"
-    " VALUES (%(id)s, %(at)s, %(status)s, %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s,"
-    " %(final)s, %(relevance)s, %(target)s, %(error)s, %(wfile)s, %(woffset)s, %(wlength)s)"
+    " SELECT %(id)s, %(at)s, %(status)s, %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s,"
+    " %(final)s, %(relevance)s, %(target)s, %(error)s, %(wfile)s, %(woffset)s, %(wlength)s"
+    " WHERE EXISTS (SELECT 1 FROM links WHERE id = %(id)s[[ AND part = %(part)s]])"
+    " RETURNING 1"
     "), result AS ("
     " INSERT INTO results (url_id, relevance, stored_at)"
     " SELECT id, %(relevance)s, %(now)s FROM updated WHERE %(target)s = 1"
     " ON CONFLICT (url_id) DO NOTHING"
-    ") SELECT COUNT(*) FROM updated"
+    ") SELECT (SELECT COUNT(*) FROM updated), (SELECT COUNT(*) FROM history)"
 )
+# A URL's link under any of its fingerprints' probes, each in its own partition.
+_LINK_ID_SQL = ("SELECT id FROM links WHERE url_fp = ANY(%(fps)s::bigint[])"
+                "[[ AND part = ANY(%(parts)s::smallint[])]] AND url = %(url)s")
 _RETRYABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
@@ -257,14 +263,18 @@ class PostgresStore(SqlCrawlStore):
         return bool(cur.fetchone()[0])
 
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        return upsert_links(cur, links, now, self._id_sequence)
+        return upsert_links(cur, links, now, self._id_sequence, self.layout)
 
     def get_link_id(self, url: str) -> int | None:
         url = clean_text(url)
         probes = [url_fingerprint(url, probe) for probe in range(FINGERPRINT_PROBES)]
-        sql = "SELECT id FROM links WHERE url_fp = ANY(%s) AND url = %s"
-        row = self._run(lambda cur: self._fetchone(cur, sql, (probes, url)), "get_link_id",
-                        write=False)
+        params = {"fps": probes, "parts": self.layout.parts_of(probes), "url": url}
+        sql = self.layout.sql(_LINK_ID_SQL)
+        def work(cur: Any) -> tuple | None:
+            cur.execute(sql, params)
+            return cur.fetchone()
+
+        row = self._run(work, "get_link_id", write=False)
         return row[0] if row else None
 
     @contextmanager
@@ -296,7 +306,7 @@ class PostgresStore(SqlCrawlStore):
         this one's lease was reaped), so the caller must not count it again."""
         fetched_at = record.fetched_at or time.time()
         params = {
-            "id": record.url_id, "at": fetched_at, "relevance": record.relevance,
+            "id": record.url_id, "part": self.layout.part(record.url_id), "at": fetched_at, "relevance": record.relevance,
             "target": int(bool(record.is_target)), "title": clean_text(record.title),
             "status": record.status_code, "type": clean_text(record.content_type),
             "bytes": record.n_bytes, "elapsed": record.elapsed,
@@ -306,9 +316,14 @@ class PostgresStore(SqlCrawlStore):
             "wlength": record.warc_length,
         }
 
+        sql = self.layout.sql(_RECORD_ONCE_SQL)
+
         def work(cur: Any) -> bool:
-            cur.execute(_RECORD_ONCE_SQL, params)
-            return cur.fetchone()[0] == 1
+            cur.execute(sql, params)
+            updated, history = cur.fetchone()
+            if not history:
+                raise StoreError(f"record_fetch_once: no link with id {record.url_id}")
+            return updated == 1
 
         return self._run(work, "record_fetch_once")
 
@@ -320,7 +335,7 @@ class PostgresStore(SqlCrawlStore):
         now = time.time()
 
         def work(cur: Any) -> list[bool]:
-            written = record_pages(cur, fetches, now) if fetches else []
+            written = record_pages(cur, fetches, now, self.layout) if fetches else []
             for url_id, outcome, reason in rejects:
                 self._reject(cur, url_id, outcome, reason)
             return written

@@ -7,9 +7,16 @@ PostgreSQL.
 
 from __future__ import annotations
 
-# Per dialect: PostgreSQL's links table moved to a 64-bit URL key in version 2 (see
-# ``MIGRATIONS``); SQLite's stayed at version 1.
-SCHEMA_VERSIONS = {"sqlite": "1", "postgresql": "2"}
+from jlse.scheduler.store.partitions import partition_ddl
+
+# Per dialect, the version a new database gets: PostgreSQL's links table moved to a 64-bit URL
+# key in version 2 (see ``MIGRATIONS``) and was partitioned in version 3 (partitions.py);
+# SQLite's stayed at version 1.
+SCHEMA_VERSIONS = {"sqlite": "1", "postgresql": "3"}
+# The versions a store works with as they are: a schema-2 database keeps its unpartitioned
+# links (its ids are in a crawl's Redis tasks and learner; they cannot be renumbered).
+SERVED_VERSIONS = {"sqlite": ("1",), "postgresql": ("2", "3")}
+PARTITIONED_VERSION = "3"
 
 # Column types that differ between the dialects; everything else is shared.
 DIALECT_TYPES = {
@@ -33,10 +40,23 @@ DIALECT_TYPES = {
         "parent_ref": "BIGINT",
     },
 }
+# Schema 3 (``partitions`` > 1): links partitioned by ``part``; its keys hold the partition
+# (partitions.py). No foreign key can name links (id) alone, so results, fetches and
+# deferred_pushes have none: their ids are always ones a worker read from links, links are
+# never deleted, and a fetch of a missing link is refused by its statement (a probe of the
+# link, not a locking key check).
+PARTITIONED_TYPES = {
+    "link_id": "BIGINT NOT NULL",
+    "url_key": "part SMALLINT NOT NULL,\n    url TEXT NOT NULL,\n    url_fp BIGINT NOT NULL",
+    "links_keys": (",\n    PRIMARY KEY (id, part),\n    CHECK (part = (url_fp & {mask})),"
+                   "\n    CHECK (part = (id & {mask}))"),
+    "links_with": " PARTITION BY LIST (part)",
+    "link_ref": "",
+}
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS links (
-    id {id_pk},
+    id {link_id},
     {url_key},
     host TEXT NOT NULL DEFAULT '',
     parent_id {parent_ref},
@@ -52,18 +72,18 @@ CREATE TABLE IF NOT EXISTS links (
     fetched_at {real},
     relevance {real},
     is_target INTEGER NOT NULL DEFAULT 0,
-    title TEXT NOT NULL DEFAULT ''
+    title TEXT NOT NULL DEFAULT ''{links_keys}
 ){links_with};
 {links_indexes};
 CREATE TABLE IF NOT EXISTS results (
     id {id_pk},
-    url_id {ref} NOT NULL UNIQUE REFERENCES links (id),
+    url_id {ref} NOT NULL UNIQUE{link_ref},
     relevance {real},
     stored_at {real} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS fetches (
     id {id_pk},
-    url_id {ref} NOT NULL REFERENCES links (id),
+    url_id {ref} NOT NULL{link_ref},
     fetched_at {real} NOT NULL,
     status_code INTEGER,
     content_type TEXT NOT NULL DEFAULT '',
@@ -80,7 +100,7 @@ CREATE TABLE IF NOT EXISTS fetches (
 );
 CREATE INDEX IF NOT EXISTS fetches_url_idx ON fetches (url_id);
 CREATE TABLE IF NOT EXISTS deferred_pushes (
-    url_id {ref} PRIMARY KEY REFERENCES links (id),
+    url_id {ref} PRIMARY KEY{link_ref},
     shard INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS deferred_pushes_shard_idx ON deferred_pushes (shard, url_id);
@@ -104,6 +124,10 @@ LINK_INDEXES = {
     ),
     "postgresql": (
         "CREATE UNIQUE INDEX IF NOT EXISTS links_url_fp_key ON links (url_fp)",
+        "CREATE INDEX IF NOT EXISTS links_host_priority_idx ON links (host, priority DESC, id)",
+    ),
+    "partitioned": (
+        "CREATE UNIQUE INDEX IF NOT EXISTS links_url_fp_key ON links (url_fp, part)",
         "CREATE INDEX IF NOT EXISTS links_host_priority_idx ON links (host, priority DESC, id)",
     ),
 }
@@ -144,8 +168,19 @@ def added_columns(dialect: str, table: str, present: set[str]) -> list[str]:
             for name, kind in ADDED_COLUMNS.get(table, ()) if name not in present]
 
 
-def schema_statements(dialect: str) -> list[str]:
-    """The ``CREATE ... IF NOT EXISTS`` statements for ``dialect`` (idempotent)."""
-    ddl = _TABLES.format(**DIALECT_TYPES[dialect],
-                         links_indexes=";\n".join(LINK_INDEXES[dialect]))
-    return [statement.strip() for statement in ddl.split(";") if statement.strip()]
+def schema_statements(dialect: str, partitions: int = 1) -> list[str]:
+    """The ``CREATE ... IF NOT EXISTS`` statements for ``dialect`` (idempotent); with
+    ``partitions`` > 1 (PostgreSQL), schema 3's partitioned links."""
+    types = {"link_id": DIALECT_TYPES[dialect]["id_pk"], "links_keys": "",
+             "link_ref": " REFERENCES links (id)", **DIALECT_TYPES[dialect]}
+    indexes = LINK_INDEXES[dialect]
+    if partitions > 1:
+        types.update(PARTITIONED_TYPES)
+        indexes = LINK_INDEXES["partitioned"]
+    ddl = _TABLES.format(**types, links_indexes=";\n".join(indexes))
+    statements = [statement.strip() for statement in ddl.split(";") if statement.strip()]
+    if partitions > 1:  # the partitions and the sequence of ids, right after links
+        extra = [*partition_ddl(partitions),
+                 "CREATE SEQUENCE IF NOT EXISTS links_id_seq OWNED BY links.id"]
+        statements[1:1] = extra
+    return [statement.replace("{mask}", str(partitions - 1)) for statement in statements]

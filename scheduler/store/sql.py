@@ -18,10 +18,19 @@ from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome, StoredLink
 from jlse.scheduler.store.base import CrawlStats, CrawlStore, LearningGraphRows, StoreError
 from jlse.scheduler.store.graph_rows import STREAM_BATCH, graph_rows, read_graph_rows
 from jlse.scheduler.store.link_text import clean_text, clean_texts, merge_duplicates
+from jlse.scheduler.store.partitions import (
+    ID_IS,
+    LINK_PARTITIONS,
+    PARTITIONS_META_KEY,
+    UNPARTITIONED,
+    LinkLayout,
+)
 from jlse.scheduler.store.schema import (
     ADDED_COLUMNS,
     MIGRATIONS,
+    PARTITIONED_VERSION,
     SCHEMA_VERSIONS,
+    SERVED_VERSIONS,
     added_columns,
     schema_statements,
 )
@@ -47,7 +56,8 @@ _EXPORT_SQL = (
     "SELECT l.id, l.url, l.title, l.relevance, l.is_target, l.depth, l.fetched_at, "
     "f.status_code, f.content_type, p.url, l.anchor_text, l.context, l.discovered_at, "
     "f.outcome, f.final_url, f.n_bytes, f.elapsed, f.error, {warc} "
-    "FROM links l LEFT JOIN links p ON p.id = l.parent_id "
+    "FROM links l LEFT JOIN links p ON p.id = l.parent_id"
+    "[[ AND p.part = (l.parent_id & {mask})::smallint]] "
     "LEFT JOIN fetches f ON f.id = (SELECT MAX(f2.id) FROM fetches f2 WHERE f2.url_id = l.id)"
 )
 
@@ -60,7 +70,8 @@ LEARNING_GRAPH_SQL = (
     "WITH RECURSIVE path (id) AS ("
     " SELECT url_id FROM results"
     " UNION"
-    " SELECT (SELECT l.parent_id FROM links l WHERE l.id = p.id) FROM path p"
+    " SELECT (SELECT l.parent_id FROM links l WHERE l.id = p.id"
+    "[[ AND l.part = (p.id & {mask})::smallint]]) FROM path p"
     "), vertex (id) AS ("
     " SELECT id FROM path"
     " UNION"
@@ -68,7 +79,8 @@ LEARNING_GRAPH_SQL = (
     ") "
     "SELECT l.id, COALESCE(l.parent_id, -1), l.url, l.anchor_text, l.context,"
     " CASE WHEN r.url_id IS NULL THEN 0 ELSE 1 END "
-    "FROM vertex p JOIN links l ON l.id = p.id LEFT JOIN results r ON r.url_id = l.id"
+    "FROM vertex p JOIN links l ON l.id = p.id[[ AND l.part = (p.id & {mask})::smallint]] "
+    "LEFT JOIN results r ON r.url_id = l.id"
 )
 # The incremental learner's reads (learner/incremental.py): the links fetched in a range of
 # crawl-history ids that are vertices of G_w (results; with dead ends, every fetched link), and
@@ -135,6 +147,8 @@ class SqlCrawlStore(CrawlStore):
         self._lock = threading.RLock()
         self._closed = False
         self._warc_columns = True  # fetches has warc_file/offset/length (an old one may not)
+        self.layout: LinkLayout = UNPARTITIONED  # read from the database when it is opened
+        self.schema_version = SCHEMA_VERSIONS[self.dialect]  # the database's, once opened
 
     # --- what a backend provides ---
     @abstractmethod
@@ -156,9 +170,10 @@ class SqlCrawlStore(CrawlStore):
         cur.execute(self._q(sql), tuple(params))
         return cur.fetchone()
 
-    @property
-    def schema_version(self) -> str:
-        return SCHEMA_VERSIONS[self.dialect]
+    def _sql(self, template: str) -> str:
+        """``template`` for this database's layout of links (partitions.py), placeholders
+        this backend's."""
+        return self._q(self.layout.sql(template))
 
     @abstractmethod
     def _has_table(self, cur: Any, table: str) -> bool:
@@ -174,13 +189,13 @@ class SqlCrawlStore(CrawlStore):
     def _migrate(self, cur: Any) -> None:
         """Bring a database of an earlier version to this one, or refuse it (StoreError)."""
         found = self._stored_version(cur)
-        if found is None or found == self.schema_version:
+        if found is None or found in SERVED_VERSIONS[self.dialect]:
             return
         statements = MIGRATIONS.get((self.dialect, found))
         if statements is None:
             raise StoreError(
-                f"crawl database has schema version {found!r}; this jlse needs "
-                f"{self.schema_version!r} and cannot convert it (a newer jlse made it?)")
+                f"crawl database has schema version {found!r}; this jlse works with "
+                f"{_versions(self.dialect)} and cannot convert it (a newer jlse made it?)")
         log.warning("crawl database: converting schema version %s to %s (%d statements, "
                     "in one transaction; on a large database this rewrites links)",
                     found, self.schema_version, len(statements))
@@ -190,31 +205,49 @@ class SqlCrawlStore(CrawlStore):
     def _create_schema(self, cur: Any) -> None:
         """Create missing tables, convert an older schema, check the version (part of opening)."""
         self._migrate(cur)
-        for statement in schema_statements(self.dialect):
+        version = self._stored_version(cur) or SCHEMA_VERSIONS[self.dialect]
+        partitions = LINK_PARTITIONS if version == PARTITIONED_VERSION else 1
+        if version == PARTITIONED_VERSION and self._has_table(cur, "meta"):
+            partitions = self._stored_partitions(cur) or partitions
+        for statement in schema_statements(self.dialect, partitions):
             cur.execute(statement)
         for table in ADDED_COLUMNS:
             for statement in added_columns(self.dialect, table, self._columns(cur, table)):
                 cur.execute(statement)
-        cur.execute(
+        new_meta = [("schema_version", version)]
+        if version == PARTITIONED_VERSION:
+            new_meta.append((PARTITIONS_META_KEY, str(partitions)))
+        cur.executemany(
             self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
-            ("schema_version", self.schema_version),
-        )
+            new_meta)
         self._check_schema(cur)
 
     def _check_schema(self, cur: Any) -> None:
         """Refuse a database of another schema version (all a read-only open checks)."""
         found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", ("schema_version",))
-        if found is None or found[0] != self.schema_version:
+        if found is None or found[0] not in SERVED_VERSIONS[self.dialect]:
             version = found[0] if found else None
             converts = (self.dialect, version) in MIGRATIONS
             raise StoreError(
-                f"crawl database has schema version {version!r}; this jlse needs "
-                f"{self.schema_version!r}"
+                f"crawl database has schema version {version!r}; this jlse works with "
+                f"{_versions(self.dialect)}"
                 + ("; open it once for writing (e.g. jlse crawl --resume) to convert it"
                    if converts else "")
             )
+        self.schema_version = found[0]
+        partitions = 1
+        if found[0] == PARTITIONED_VERSION:
+            partitions = self._stored_partitions(cur)
+            if partitions is None:
+                raise StoreError(f"crawl database of schema version {found[0]!r} lacks "
+                                 f"{PARTITIONS_META_KEY!r} in meta (a damaged database?)")
+        self.layout = LinkLayout(partitions)
         self._warc_columns = not added_columns(self.dialect, "fetches",
                                                self._columns(cur, "fetches"))
+
+    def _stored_partitions(self, cur: Any) -> int | None:
+        found = self._fetchone(cur, "SELECT value FROM meta WHERE key = ?", (PARTITIONS_META_KEY,))
+        return int(found[0]) if found else None
 
     @staticmethod
     def _columns(cur: Any, table: str) -> set[str]:
@@ -244,10 +277,10 @@ class SqlCrawlStore(CrawlStore):
 
         def work(cur: Any) -> None:
             cur.execute(
-                self._q("UPDATE links SET status = ?, fetched_at = ?, relevance = ?, is_target = ?, "
-                        "title = ? WHERE id = ?"),
+                self._sql("UPDATE links SET status = ?, fetched_at = ?, relevance = ?, "
+                          f"is_target = ?, title = ? WHERE {ID_IS}"),
                 (LinkStatus.FETCHED.value, fetched_at, record.relevance, is_target,
-                 clean_text(record.title), record.url_id),
+                 clean_text(record.title), *self.layout.id_key(record.url_id)),
             )
             self._require_row(cur, record.url_id)
             self._insert_fetch(cur, record, fetched_at)
@@ -281,23 +314,24 @@ class SqlCrawlStore(CrawlStore):
         self._run(lambda cur: self._reject(cur, url_id, outcome, reason), "reject")
 
     def _reject(self, cur: Any, url_id: int, outcome: Outcome, reason: str) -> None:
-        cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
-                    (LinkStatus.REJECTED.value, url_id))
+        cur.execute(self._sql(f"UPDATE links SET status = ? WHERE {ID_IS}"),
+                    (LinkStatus.REJECTED.value, *self.layout.id_key(url_id)))
         self._require_row(cur, url_id)
         record = FetchRecord(url_id=url_id, url="", outcome=Outcome(outcome), error=reason)
         self._insert_fetch(cur, record, time.time())
 
     def requeue(self, url_id: int) -> None:
         def work(cur: Any) -> None:
-            cur.execute(self._q("UPDATE links SET status = ? WHERE id = ?"),
-                        (LinkStatus.QUEUED.value, url_id))
+            cur.execute(self._sql(f"UPDATE links SET status = ? WHERE {ID_IS}"),
+                        (LinkStatus.QUEUED.value, *self.layout.id_key(url_id)))
             self._require_row(cur, url_id)
 
         self._run(work, "requeue")
 
     def get_link(self, url_id: int) -> StoredLink | None:
-        sql = f"SELECT {LINK_COLUMNS} FROM links l WHERE l.id = ?"
-        row = self._run(lambda cur: self._fetchone(cur, sql, (url_id,)), "get_link", write=False)
+        sql = self.layout.sql(f"SELECT {LINK_COLUMNS} FROM links l WHERE l.{ID_IS}")
+        row = self._run(lambda cur: self._fetchone(cur, sql, self.layout.id_key(url_id)),
+                        "get_link", write=False)
         return row_to_link(row) if row else None
 
     def get_link_id(self, url: str) -> int | None:
@@ -347,8 +381,10 @@ class SqlCrawlStore(CrawlStore):
                   "defer_pushes")
 
     def deferred_pushes(self, shard: int, limit: int) -> list[StoredLink]:
-        sql = (f"SELECT {LINK_COLUMNS} FROM deferred_pushes d JOIN links l ON l.id = d.url_id "
-               "WHERE d.shard = ? ORDER BY d.url_id LIMIT ?")
+        sql = self.layout.sql(
+            f"SELECT {LINK_COLUMNS} FROM deferred_pushes d JOIN links l ON l.id = d.url_id"
+            "[[ AND l.part = (d.url_id & {mask})::smallint]] "
+            "WHERE d.shard = ? ORDER BY d.url_id LIMIT ?")
         rows = self._run(lambda cur: self._fetchall(cur, sql, (shard, limit)),
                          "deferred_pushes", write=False)
         return [row_to_link(row) for row in rows]
@@ -379,7 +415,7 @@ class SqlCrawlStore(CrawlStore):
     # --- results, statistics, export ---
     def learning_graph(self, dead_ends: bool = False) -> LearningGraphRows:
         def work(cur: Any) -> LearningGraphRows:
-            cur.execute(self._q(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
+            cur.execute(self._sql(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
             return read_graph_rows(cur)
 
         rows = self._run_streaming(work, "learning_graph")
@@ -393,7 +429,7 @@ class SqlCrawlStore(CrawlStore):
             raise ValueError(f"learning_graph_batches: batch_rows must be positive, not {size}")
 
         def work(cur: Any) -> int:
-            cur.execute(self._q(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
+            cur.execute(self._sql(LEARNING_GRAPH_SQL), (1 if dead_ends else 0,))
             count = 0
             while batch := cur.fetchmany(size):
                 count += len(batch)
@@ -470,7 +506,8 @@ class SqlCrawlStore(CrawlStore):
         elif min_relevance is not None:
             conditions.append("l.relevance >= ?")
             params = (min_relevance,)
-        select = _EXPORT_SQL.format(warc=WARC_COLUMNS if self._warc_columns else "'', 0, 0")
+        select = self.layout.sql(_EXPORT_SQL).replace(
+            "{warc}", WARC_COLUMNS if self._warc_columns else "'', 0, 0")
         for row in self._paged(select, conditions, params, 5000, "export_rows"):
             yield {
                 "url": row[1], "title": row[2], "relevance": row[3], "is_target": bool(row[4]),
@@ -493,3 +530,7 @@ class SqlCrawlStore(CrawlStore):
         row = self._run(lambda cur: self._fetchone(cur, sql, (clean_text(key),)), "get_meta",
                         write=False)
         return row[0] if row else None
+
+
+def _versions(dialect: str) -> str:
+    return " or ".join(repr(version) for version in SERVED_VERSIONS[dialect])
