@@ -10,7 +10,10 @@ per link row, every statement of the write counted.
 
 Layouts:
 
-* ``store``: the store's own schema and statement (``pg_writes.upsert_links``);
+* ``store``: the store's own schema and statement (``pg_writes.upsert_links``): links in
+  16 partitions (schema 3, ``scheduler/store/partitions.py``);
+* ``schema2``: the same statements on a schema-2 database (one unpartitioned links table, ids
+  straight from the sequence), as the store serves one made before schema 3;
 * ``arrays``: only reading the batch's arrays (``SELECT count(*) FROM unnest(...)``), the floor
   of any statement that takes them;
 * ``no-host-index``: the store without ``(host, priority DESC, id)``, the index only a refill of
@@ -20,8 +23,8 @@ Layouts:
 * ``fp-id-hashN``: the same, hash-partitioned on the id into N partitions (``--partitions``);
   the known rows are read one probe per key, each in its own partition (``--known-by any``:
   ``id = ANY(keys)``);
-* ``from-file``: the store's schema written by the ``upsert_links`` of another checkout's
-  ``scheduler/store/pg_writes.py`` (``--writes-from FILE``; the same schema version).
+* ``from-file``: a schema-2 database written by the ``upsert_links`` of another checkout's
+  ``scheduler/store/pg_writes.py`` (``--writes-from FILE``, e.g. main's before schema 3).
 
     python benchmarks/bench_link_layouts.py [--pg postgresql://postgres@127.0.0.1/postgres]
         [--rounds 5] [--batches 30] [--pages-per-batch 16] [--partitions 16,64] [--only a,b]
@@ -44,6 +47,8 @@ import psycopg2
 
 from jlse.records import NewLink
 from jlse.scheduler.store import open_store, pg_writes
+from jlse.scheduler.store.partitions import LinkLayout
+from jlse.scheduler.store.schema import schema_statements
 from jlse.scheduler.store.sql import merge_duplicates
 
 NEW_PER_PAGE, KNOWN_LINKS, KNOWN_FROM = 60, 20, 64
@@ -90,18 +95,22 @@ def batch(first: int, pages: int) -> list[NewLink]:
     return list(merge_duplicates(links).values())
 
 
-def store_write(cur: Any, links: list[NewLink], sequence: str) -> None:
-    pg_writes.upsert_links(cur, links, time.time(), sequence)
+# Made before the store opens it: a schema-2 database (the store then serves it unpartitioned).
+SCHEMA_2 = [*schema_statements("postgresql"), "INSERT INTO meta VALUES ('schema_version', '2')"]
 
 
-def arrays_only(cur: Any, links: list[NewLink], sequence: str) -> None:
+def store_write(cur: Any, links: list[NewLink], sequence: str, layout: LinkLayout) -> None:
+    pg_writes.upsert_links(cur, links, time.time(), sequence, layout)
+
+
+def arrays_only(cur: Any, links: list[NewLink], sequence: str, layout: LinkLayout) -> None:
     by_fp = {pg_writes.url_fingerprint(link.url): link for link in links}
     cur.execute("SELECT count(*) FROM " + _ARRAYS + " AS b",
                 pg_writes.link_params(by_fp, time.time(), sequence))
     cur.fetchall()
 
 
-def fp_id_write(cur: Any, links: list[NewLink], sequence: str) -> None:
+def fp_id_write(cur: Any, links: list[NewLink], sequence: str, layout: LinkLayout) -> None:
     by_fp = {pg_writes.url_fingerprint(link.url): link for link in links}
     cur.execute(_FP_ID_INSERT, pg_writes.link_params(by_fp, time.time(), sequence))
     created = {row[0] for row in cur.fetchall()}
@@ -123,15 +132,17 @@ def fp_id_ddl(partitions: int) -> list[str]:
     return ddl
 
 
-def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable]]:
+def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable, list[str]]]:
+    """name -> (DDL after the store made its schema, write, DDL before it opens)."""
     found = {
-        "store": ([], store_write),
-        "arrays": ([], arrays_only),
-        "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write),
-        "fp-id": (fp_id_ddl(0), fp_id_write),
+        "store": ([], store_write, []),
+        "schema2": ([], store_write, SCHEMA_2),
+        "arrays": ([], arrays_only, []),
+        "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write, []),
+        "fp-id": (fp_id_ddl(0), fp_id_write, []),
     }
     for count in partitions:
-        found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write)
+        found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write, [])
     return found
 
 
@@ -140,7 +151,8 @@ def writes_from(path: str) -> Callable:
     spec = importlib.util.spec_from_file_location("other_pg_writes", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return lambda cur, links, sequence: module.upsert_links(cur, links, time.time(), sequence)
+    return lambda cur, links, sequence, layout: module.upsert_links(cur, links, time.time(),
+                                                                    sequence)
 
 
 def backend_cpu(pid: int) -> float:
@@ -150,10 +162,12 @@ def backend_cpu(pid: int) -> float:
 
 class Layout:
     def __init__(self, admin: Any, pg: str, name: str, ddl: list[str], write: Callable,
-                 pages: int) -> None:
+                 pages: int, before: list[str]) -> None:
         self.name, self.write, self.pages = name, write, pages
         self.schema = f"layout_{uuid.uuid4().hex[:8]}"
         admin.cursor().execute(f'CREATE SCHEMA "{self.schema}"')
+        for statement in before:
+            admin.cursor().execute(f'SET search_path = "{self.schema}"; {statement}; RESET search_path')
         separator = "&" if "?" in pg else "?"
         self.store = open_store(f"{pg}{separator}options=-csearch_path%3D{self.schema}")
         self.conn = self.store._conn  # the store's own session: its sequence, its search path
@@ -161,11 +175,11 @@ class Layout:
         self.cur = self.conn.cursor()
         for statement in ddl:
             self.cur.execute(statement)
-        self.sequence = self.store._id_sequence
+        self.sequence, self.layout = self.store._id_sequence, self.store.layout
         self.server: list[float] = []
         self.wal: list[float] = []
         for first in range(-KNOWN_FROM, 0, pages):
-            write(self.cur, batch(first, pages), self.sequence)
+            write(self.cur, batch(first, pages), self.sequence, self.layout)
 
     def measure(self, first: int, batches: int) -> None:
         work = [batch(first + self.pages * n, self.pages) for n in range(batches)]
@@ -175,7 +189,7 @@ class Layout:
         lsn = self.cur.fetchone()[0]
         began = backend_cpu(pid)
         for links in work:
-            self.write(self.cur, links, self.sequence)
+            self.write(self.cur, links, self.sequence, self.layout)
         self.server.append(1e6 * (backend_cpu(pid) - began) / rows)
         self.cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn,))
         self.wal.append(float(self.cur.fetchone()[0]) / rows)
@@ -206,15 +220,15 @@ def main() -> None:
     counts = [int(n) for n in args.partitions.split(",") if n]
     chosen = layouts(counts)
     if args.writes_from:
-        chosen["from-file"] = ([], writes_from(args.writes_from))
+        chosen["from-file"] = ([], writes_from(args.writes_from), SCHEMA_2)
     if args.only:
         chosen = {name: chosen[name] for name in args.only.split(",")}
     admin = psycopg2.connect(args.pg)
     admin.autocommit = True
     made: list[Layout] = []
     try:
-        for name, (ddl, write) in chosen.items():
-            made.append(Layout(admin, args.pg, name, ddl, write, args.pages_per_batch))
+        for name, (ddl, write, before) in chosen.items():
+            made.append(Layout(admin, args.pg, name, ddl, write, args.pages_per_batch, before))
         first = 0
         for _ in range(args.rounds):
             for layout in made:

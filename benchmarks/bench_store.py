@@ -19,7 +19,7 @@ backend:
   time, and CPU microseconds per link row of the PostgreSQL backend and of the client;
 * on PostgreSQL, how many updates of ``links`` were HOT (``pg_stat_user_tables``:
   ``n_tup_hot_upd`` / ``n_tup_upd``) and the bytes per link row (``pg_total_relation_size``
-  of ``links`` / its rows, indexes and TOAST included);
+  of ``links``, summed over its partitions, / its rows, indexes and TOAST included);
 * the rate of ``iter_links`` over all rows.
 
     python benchmarks/bench_store.py [--pages 2000] [--pg postgresql://postgres@127.0.0.1/postgres]
@@ -163,15 +163,19 @@ def pg_table_figures(admin_url: str, schema: str) -> str:
     conn = psycopg2.connect(admin_url)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
-                        "WHERE schemaname = %s AND relname = 'links'", (schema,))
-            updates, hot = cur.fetchone() or (0, 0)
-            cur.execute(f'SELECT pg_total_relation_size(\'"{schema}".links\'), '
-                        f'pg_indexes_size(\'"{schema}".links\'), COUNT(*) FROM "{schema}".links')
-            total, indexes, rows = cur.fetchone()
-            cur.execute("SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) "
-                        "FROM pg_index WHERE indrelid = %s::regclass ORDER BY 1",
-                        (f'"{schema}".links',))
+            links = f'"{schema}".links'  # partitioned or not: summed over its partitions
+            cur.execute("SELECT COALESCE(sum(n_tup_upd), 0), COALESCE(sum(n_tup_hot_upd), 0) "
+                        "FROM pg_stat_user_tables WHERE relid IN "
+                        "(SELECT relid FROM pg_partition_tree(%s::regclass))", (links,))
+            updates, hot = cur.fetchone()
+            cur.execute("SELECT sum(pg_total_relation_size(relid)), sum(pg_indexes_size(relid)) "
+                        "FROM pg_partition_tree(%s::regclass)", (links,))
+            total, indexes = cur.fetchone()
+            cur.execute(f"SELECT COUNT(*) FROM {links}")
+            rows = cur.fetchone()[0]
+            cur.execute("SELECT i.indexrelid::regclass::text, sum(pg_relation_size(t.relid)) "
+                        "FROM pg_index i, pg_partition_tree(i.indexrelid) t "
+                        "WHERE i.indrelid = %s::regclass GROUP BY 1 ORDER BY 1", (links,))
             each = ", ".join(f"{index.rsplit('.', 1)[-1]} {size / rows:.0f}"
                              for index, size in cur.fetchall())
     finally:

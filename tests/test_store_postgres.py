@@ -1,5 +1,6 @@
 """The PostgreSQL crawl database beyond the shared contract: the 64-bit URL key and its
-collisions, the conversion of a schema-1 database, HOT fetch updates, grouped add_links."""
+collisions, the conversion of a schema-1 database, HOT fetch updates, grouped add_links
+(partitioned links: test_store_partitions.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import StoreError, open_store
 from jlse.scheduler.store.postgres import url_fingerprint
+from jlse.scheduler.store.schema import schema_statements
 from jlse.scheduler.store.sql import MAX_URL_BYTES
 
 # The columns a fetch (record_fetch, record_fetch_once) changes in links.
@@ -46,13 +48,20 @@ def test_fingerprint_matches_the_sql_expression_of_the_migration(pg_store_url):
     assert len({url_fingerprint("http://a.test/", probe) for probe in range(4)}) == 4
 
 
+def plant_collision(url: str, other_url: str) -> int:
+    """A row of ``other_url`` under the key of ``url``: what a 64-bit collision looks like to
+    ``url`` (that row is not found by its own URL: no real collision does that). Its id."""
+    fp = url_fingerprint(other_url)
+    with open_store(url) as store:
+        parts, mask = store.layout.partitions, store.layout.mask
+    [(other,)] = sql(url, "INSERT INTO links (id, url_fp, part, url, priority, discovered_at) VALUES "
+                     "(nextval('links_id_seq') * %s + (%s & %s), %s, %s & %s, %s, 1.0, 0) RETURNING id",
+                     (parts, fp, mask, fp, fp, mask, "http://other.test/"))
+    return other
+
+
 def test_a_url_whose_key_another_url_holds_gets_the_next_probe(pg_store_url):
-    with open_store(pg_store_url) as store:
-        [(other, _)] = store.add_links([new("http://other.test/")])
-    # A row of another URL under the key of http://a.test/: what a 64-bit collision looks like
-    # to http://a.test/ (that row is no longer found by its own URL: no real collision does that).
-    sql(pg_store_url, "UPDATE links SET url_fp = %s WHERE id = %s",
-        (url_fingerprint("http://a.test/"), other))
+    other = plant_collision(pg_store_url, "http://a.test/")
     with open_store(pg_store_url) as store:
         [(a_id, created)] = store.add_links([new("http://a.test/", priority=0.2)])
         assert created and a_id != other
@@ -65,8 +74,15 @@ def test_a_url_whose_key_another_url_holds_gets_the_next_probe(pg_store_url):
     assert fp == url_fingerprint("http://a.test/", 1)
 
 
+def make_schema_2(url: str) -> None:
+    """An empty database as jlse made it before links were partitioned (schema version 2)."""
+    statements = schema_statements("postgresql")  # unpartitioned
+    sql(url, ";".join([*statements, "INSERT INTO meta VALUES ('schema_version', '2')"]))
+
+
 def _make_schema_1(url: str) -> int:
     """A database as jlse made it before the 64-bit key (schema version 1); a link's id."""
+    make_schema_2(url)
     with open_store(url) as store:
         [(root, _)] = store.add_links([new("http://a.test/")])
         store.add_links([new("http://a.test/child", root, priority=0.4)])
@@ -143,8 +159,9 @@ def test_fetch_updates_are_hot(pg_store_url):
             store.record_fetch(fetched(link_id))
     counts = (0, 0)
     for _ in range(200):  # the closed connection's counters reach the statistics shortly
-        [counts] = sql(pg_store_url, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
-                       "WHERE relname = 'links' AND schemaname = current_schema()")
+        [counts] = sql(pg_store_url, "SELECT sum(n_tup_upd), sum(n_tup_hot_upd) "
+                       "FROM pg_stat_user_tables WHERE relid IN "
+                       "(SELECT relid FROM pg_partition_tree('links'))")
         if counts[0] >= 50:
             break
         time.sleep(0.1)
