@@ -49,6 +49,7 @@ from bench_learner import (
     COLUMNS,
     SyntheticCrawl,
     copy_text,
+    create_schema_2,
     peak_rss_mb,
     synthetic_crawl,
     vocabulary,
@@ -114,7 +115,7 @@ def crawl_of(n_vertices: int) -> SyntheticCrawl:
 def load_postgres(url: str, crawl: SyntheticCrawl, texts: Texts, before: np.ndarray) -> None:
     import psycopg2
 
-    open_store(url).close()
+    create_schema_2(url)
     conn = psycopg2.connect(url)
     fetched = np.zeros(len(crawl.parent_ids), dtype=bool)
     fetched[before - 1] = True

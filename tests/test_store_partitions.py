@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_store_postgres import make_schema_2, plant_collision, sql
 
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.partitions import LINK_PARTITIONS
 from jlse.scheduler.store.pg_writes import add_links_sql, group_params, link_params
 from jlse.scheduler.store.postgres import _RECORD_ONCE_SQL, url_fingerprint
-from test_store_postgres import make_schema_2, plant_collision, sql
 
 MASK = LINK_PARTITIONS - 1
 
