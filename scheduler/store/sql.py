@@ -196,9 +196,9 @@ class SqlCrawlStore(CrawlStore):
             raise StoreError(
                 f"crawl database has schema version {found!r}; this jlse works with "
                 f"{_versions(self.dialect)} and cannot convert it (a newer jlse made it?)")
-        log.warning("crawl database: converting schema version %s to %s (%d statements, "
+        log.warning("crawl database: converting schema version %s (%d statements, "
                     "in one transaction; on a large database this rewrites links)",
-                    found, self.schema_version, len(statements))
+                    found, len(statements))
         for statement in statements:
             cur.execute(statement)
 
