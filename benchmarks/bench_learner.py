@@ -36,7 +36,6 @@ from jlse.models.tokenizer import tokenize
 from jlse.sandbox import vocab_en, vocab_zh
 from jlse.scheduler.store import open_store
 from jlse.scheduler.store.pg_writes import url_fingerprint
-from jlse.scheduler.store.schema import schema_statements
 from jlse.settings import Settings
 
 RESULTS_FILE = Path(__file__).resolve().parent / "results" / "learner.json"
@@ -125,23 +124,10 @@ def copy_text(rows: list[tuple]) -> io.StringIO:
     return io.StringIO("".join("\t".join(map(field, row)) + "\n" for row in rows))
 
 
-def create_schema_2(url: str) -> None:
-    """An empty crawl database of schema 2 (unpartitioned links): the synthetic crawls' ids
-    are dense (1..N); schema 3's carry their partition in their low bits."""
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    with conn, conn.cursor() as cur:
-        cur.execute(";".join([*schema_statements("postgresql"),
-                              "INSERT INTO meta VALUES ('schema_version', '2')"]))
-    conn.close()
-    open_store(url).close()
-
-
 def load_postgres(url: str, crawl: SyntheticCrawl) -> None:
     import psycopg2
 
-    create_schema_2(url)
+    open_store(url).close()  # creates the schema
     conn = psycopg2.connect(url)
     with conn, conn.cursor() as cur:
         for rows in chunks(crawl):

@@ -49,7 +49,6 @@ from bench_learner import (
     COLUMNS,
     SyntheticCrawl,
     copy_text,
-    create_schema_2,
     peak_rss_mb,
     synthetic_crawl,
     vocabulary,
@@ -115,7 +114,7 @@ def crawl_of(n_vertices: int) -> SyntheticCrawl:
 def load_postgres(url: str, crawl: SyntheticCrawl, texts: Texts, before: np.ndarray) -> None:
     import psycopg2
 
-    create_schema_2(url)
+    open_store(url).close()
     conn = psycopg2.connect(url)
     fetched = np.zeros(len(crawl.parent_ids), dtype=bool)
     fetched[before - 1] = True

@@ -10,10 +10,11 @@ per link row, every statement of the write counted.
 
 Layouts:
 
-* ``store``: the store's own schema and statement (``pg_writes.upsert_links``): links in
-  16 partitions (schema 3, ``scheduler/store/partitions.py``);
-* ``schema2``: the same statements on a schema-2 database (one unpartitioned links table, ids
-  straight from the sequence), as the store serves one made before schema 3;
+* ``store``: the store's own schema and statement (``pg_writes.upsert_links``) on a new
+  database as it makes one by default (schema 2: one unpartitioned links table, ids straight
+  from the sequence);
+* ``partitioned``: the same with links in 16 partitions (schema 3, what
+  ``JLSE_LINK_PARTITIONS=16`` makes: ``scheduler/store/partitions.py``);
 * ``arrays``: only reading the batch's arrays (``SELECT count(*) FROM unnest(...)``), the floor
   of any statement that takes them;
 * ``no-host-index``: the store without ``(host, priority DESC, id)``, the index only a refill of
@@ -47,8 +48,7 @@ import psycopg2
 
 from jlse.records import NewLink
 from jlse.scheduler.store import open_store, pg_writes
-from jlse.scheduler.store.partitions import LinkLayout
-from jlse.scheduler.store.schema import schema_statements
+from jlse.scheduler.store.partitions import LINK_PARTITIONS, PARTITIONS_ENV, LinkLayout
 from jlse.scheduler.store.sql import merge_duplicates
 
 NEW_PER_PAGE, KNOWN_LINKS, KNOWN_FROM = 60, 20, 64
@@ -95,10 +95,6 @@ def batch(first: int, pages: int) -> list[NewLink]:
     return list(merge_duplicates(links).values())
 
 
-# Made before the store opens it: a schema-2 database (the store then serves it unpartitioned).
-SCHEMA_2 = [*schema_statements("postgresql"), "INSERT INTO meta VALUES ('schema_version', '2')"]
-
-
 def store_write(cur: Any, links: list[NewLink], sequence: str, layout: LinkLayout) -> None:
     pg_writes.upsert_links(cur, links, time.time(), sequence, layout)
 
@@ -132,17 +128,17 @@ def fp_id_ddl(partitions: int) -> list[str]:
     return ddl
 
 
-def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable, list[str]]]:
-    """name -> (DDL after the store made its schema, write, DDL before it opens)."""
+def layouts(partitions: list[int]) -> dict[str, tuple[list[str], Callable, int]]:
+    """name -> (DDL after the store made its schema, write, the store's link partitions)."""
     found = {
-        "store": ([], store_write, []),
-        "schema2": ([], store_write, SCHEMA_2),
-        "arrays": ([], arrays_only, []),
-        "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write, []),
-        "fp-id": (fp_id_ddl(0), fp_id_write, []),
+        "store": ([], store_write, 0),
+        "partitioned": ([], store_write, LINK_PARTITIONS),
+        "arrays": ([], arrays_only, 0),
+        "no-host-index": (["DROP INDEX links_host_priority_idx"], store_write, 0),
+        "fp-id": (fp_id_ddl(0), fp_id_write, 0),
     }
     for count in partitions:
-        found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write, [])
+        found[f"fp-id-hash{count}"] = (fp_id_ddl(count), fp_id_write, 0)
     return found
 
 
@@ -160,16 +156,28 @@ def backend_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def open_with_partitions(url: str, partitions: int) -> Any:
+    """A new crawl database made as ``JLSE_LINK_PARTITIONS=partitions`` asks (0: the default)."""
+    saved = os.environ.get(PARTITIONS_ENV)
+    os.environ[PARTITIONS_ENV] = str(partitions)
+    try:
+        return open_store(url)
+    finally:
+        if saved is None:
+            del os.environ[PARTITIONS_ENV]
+        else:
+            os.environ[PARTITIONS_ENV] = saved
+
+
 class Layout:
     def __init__(self, admin: Any, pg: str, name: str, ddl: list[str], write: Callable,
-                 pages: int, before: list[str]) -> None:
+                 pages: int, partitions: int) -> None:
         self.name, self.write, self.pages = name, write, pages
         self.schema = f"layout_{uuid.uuid4().hex[:8]}"
         admin.cursor().execute(f'CREATE SCHEMA "{self.schema}"')
-        for statement in before:
-            admin.cursor().execute(f'SET search_path = "{self.schema}"; {statement}; RESET search_path')
         separator = "&" if "?" in pg else "?"
-        self.store = open_store(f"{pg}{separator}options=-csearch_path%3D{self.schema}")
+        self.store = open_with_partitions(f"{pg}{separator}options=-csearch_path%3D{self.schema}",
+                                          partitions)
         self.conn = self.store._conn  # the store's own session: its sequence, its search path
         self.conn.autocommit = True
         self.cur = self.conn.cursor()
@@ -220,15 +228,15 @@ def main() -> None:
     counts = [int(n) for n in args.partitions.split(",") if n]
     chosen = layouts(counts)
     if args.writes_from:
-        chosen["from-file"] = ([], writes_from(args.writes_from), SCHEMA_2)
+        chosen["from-file"] = ([], writes_from(args.writes_from), 0)
     if args.only:
         chosen = {name: chosen[name] for name in args.only.split(",")}
     admin = psycopg2.connect(args.pg)
     admin.autocommit = True
     made: list[Layout] = []
     try:
-        for name, (ddl, write, before) in chosen.items():
-            made.append(Layout(admin, args.pg, name, ddl, write, args.pages_per_batch, before))
+        for name, (ddl, write, partitions) in chosen.items():
+            made.append(Layout(admin, args.pg, name, ddl, write, args.pages_per_batch, partitions))
         first = 0
         for _ in range(args.rounds):
             for layout in made:

@@ -155,6 +155,10 @@ def iterate(store: CrawlStore) -> tuple[int, float]:
     return count, count / (time.perf_counter() - started)
 
 
+# A table and its partitions, if any (pg_partition_tree lists none of a plain table).
+_TREE = "(SELECT relid FROM pg_partition_tree(%s::regclass) UNION SELECT %s::regclass)"
+
+
 def pg_table_figures(admin_url: str, schema: str) -> str:
     """HOT updates and bytes per row of ``schema.links``."""
     import psycopg2
@@ -165,16 +169,16 @@ def pg_table_figures(admin_url: str, schema: str) -> str:
         with conn.cursor() as cur:
             links = f'"{schema}".links'  # partitioned or not: summed over its partitions
             cur.execute("SELECT COALESCE(sum(n_tup_upd), 0), COALESCE(sum(n_tup_hot_upd), 0) "
-                        "FROM pg_stat_user_tables WHERE relid IN "
-                        "(SELECT relid FROM pg_partition_tree(%s::regclass))", (links,))
+                        f"FROM pg_stat_user_tables WHERE relid IN {_TREE}", (links, links))
             updates, hot = cur.fetchone()
-            cur.execute("SELECT sum(pg_total_relation_size(relid)), sum(pg_indexes_size(relid)) "
-                        "FROM pg_partition_tree(%s::regclass)", (links,))
+            cur.execute("SELECT sum(pg_total_relation_size(t)), sum(pg_indexes_size(t)) "
+                        f"FROM {_TREE} AS tree(t)", (links, links))
             total, indexes = cur.fetchone()
             cur.execute(f"SELECT COUNT(*) FROM {links}")
             rows = cur.fetchone()[0]
-            cur.execute("SELECT i.indexrelid::regclass::text, sum(pg_relation_size(t.relid)) "
-                        "FROM pg_index i, pg_partition_tree(i.indexrelid) t "
+            cur.execute("SELECT i.indexrelid::regclass::text, sum(pg_relation_size(t)) "
+                        "FROM pg_index i, LATERAL (SELECT relid FROM pg_partition_tree("
+                        "i.indexrelid) UNION SELECT i.indexrelid) AS tree(t) "
                         "WHERE i.indrelid = %s::regclass GROUP BY 1 ORDER BY 1", (links,))
             each = ", ".join(f"{index.rsplit('.', 1)[-1]} {size / rows:.0f}"
                              for index, size in cur.fetchall())

@@ -107,12 +107,32 @@ def pg_store_url(pg_database_url: str) -> Iterator[str]:
         conn.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture()
+def pg_partitioned_store_url(pg_store_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``pg_store_url`` made a crawl database with partitioned links (schema 3, opt-in through
+    JLSE_LINK_PARTITIONS); the variable is unset again, so later opens read the layout from
+    the database, as a worker's would."""
+    from jlse.scheduler.store import open_store
+    from jlse.scheduler.store.partitions import LINK_PARTITIONS, PARTITIONS_ENV
+
+    with monkeypatch.context() as env:
+        env.setenv(PARTITIONS_ENV, str(LINK_PARTITIONS))
+        open_store(pg_store_url).close()
+    return pg_store_url
+
+
+# Every backend and layout the contract suites run on: PostgreSQL both unpartitioned (the
+# default) and partitioned.
+STORE_BACKENDS = {"sqlite": None, "postgresql": "pg_store_url",
+                  "postgresql-partitioned": "pg_partitioned_store_url"}
+
+
+@pytest.fixture(params=list(STORE_BACKENDS))
 def store_url(request, tmp_path) -> str:
-    """A crawl database URL on each backend: the contract suites run on both."""
+    """A crawl database URL on each backend: the contract suites run on all of them."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/crawl.db"
-    return request.getfixturevalue("pg_store_url")
+    return request.getfixturevalue(STORE_BACKENDS[request.param])
 
 
 @pytest.fixture()

@@ -4,7 +4,8 @@
 A new id is ``nextval * P + part``: the partition is in both of a row's keys, so
 ``PRIMARY KEY (id, part)`` and ``UNIQUE (url_fp, part)`` (each must hold the partition key)
 still make ``id`` and ``url_fp`` unique over the whole table, and every lookup by id or by
-fingerprint names its one partition (``part = key & (P - 1)``).
+fingerprint names its one partition (``part = key & (P - 1)``). Opt-in: a new database gets
+partitions only when ``JLSE_LINK_PARTITIONS`` asks for them (``requested_partitions``).
 
 Queries shared with the unpartitioned layouts (schema 2, SQLite) mark what only a partitioned
 table needs with ``[[...]]``: kept there, dropped elsewhere. ``{mask}`` is ``P - 1``,
@@ -13,13 +14,17 @@ table needs with ``[[...]]``: kept there, dropped elsewhere. ``{mask}`` is ``P -
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-# Partitions of a new database: 1e9 links make 16 partitions of ~6e7 rows, ~30 GB each
-# (docs/distributed.md). A power of two; each database keeps the count it was made with (meta).
-LINK_PARTITIONS = 16
+# Partitions are opt-in: a new database is unpartitioned (schema 2, the faster link inserts)
+# unless PARTITIONS_ENV asks for a power of two; 1e9 links make 16 partitions of ~6e7 rows,
+# ~30 GB each (docs/distributed.md). Each database keeps the count it was made with (meta).
+PARTITIONS_ENV = "JLSE_LINK_PARTITIONS"
+LINK_PARTITIONS = 16  # the count the docs suggest for ~1e9 links
+MAX_LINK_PARTITIONS = 256
 PARTITIONS_META_KEY = "link_partitions"
 _SEGMENT = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 
@@ -75,6 +80,20 @@ class LinkLayout:
 
 
 UNPARTITIONED = LinkLayout(1)
+
+
+def requested_partitions(environ: Mapping[str, str] = os.environ) -> int:
+    """The partitions ``JLSE_LINK_PARTITIONS`` asks a new database for: 1 (unpartitioned) when
+    unset, empty or 0; a ``ValueError`` naming the variable for anything but 0 or a power of
+    two from 2 to ``MAX_LINK_PARTITIONS``."""
+    raw = environ.get(PARTITIONS_ENV, "").strip() or "0"
+    count = int(raw) if raw.isdigit() else -1
+    if count == 0:
+        return 1
+    if count < 2 or count > MAX_LINK_PARTITIONS or count & (count - 1):
+        raise ValueError(f"{PARTITIONS_ENV}={raw!r}: use 0 (no partitions, the default) or a "
+                         f"power of two from 2 to {MAX_LINK_PARTITIONS}")
+    return count
 
 # A lookup of one link by id, with ``LinkLayout.id_key``'s parameters (``?`` placeholders).
 ID_IS = "id = ?[[ AND part = ?]]"

@@ -15,6 +15,7 @@ import psycopg2
 
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
+from jlse.scheduler.store.partitions import PARTITIONS_ENV, requested_partitions
 from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
     FINGERPRINT_PROBES,
     record_pages,
@@ -87,6 +88,8 @@ class PostgresStore(SqlCrawlStore):
         self.url = url
         self._shown_url = redact_url(url)
         self._read_only = read_only  # every transaction READ ONLY; nothing created
+        # Checked before connecting: a bad value is the operator's one-line error.
+        self.asked_partitions = 1 if read_only else requested_partitions()
         self._id_sequence = ""  # schema-qualified name of the links.id sequence
         self._waiting: list[_LinkRequest] = []  # add_links calls not yet written
         self._group_turn = threading.Condition()  # guards _waiting and _group_writing
@@ -141,9 +144,18 @@ class PostgresStore(SqlCrawlStore):
 
     def _create_schema_locked(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+        existed = self._stored_version(cur) is not None
         self._create_schema(cur)
+        if existed and self.asked_partitions not in (1, self.layout.partitions):
+            log.warning("%s=%d changes nothing: the crawl database %s exists, %s", PARTITIONS_ENV,
+                        self.asked_partitions, self._shown_url, self._layout_said())
         cur.execute("SELECT pg_get_serial_sequence('links', 'id')")
         self._id_sequence = cur.fetchone()[0]
+
+    def _layout_said(self) -> str:
+        if self.layout.partitioned:
+            return f"links in {self.layout.partitions} partitions (schema {self.schema_version})"
+        return f"links unpartitioned (schema {self.schema_version})"
 
     def _run(self, work: Callable[[Any], T], what: str, write: bool = True) -> T:
         # Reads commit too, so the connection never idles inside a transaction.

@@ -10,11 +10,12 @@ from __future__ import annotations
 from jlse.scheduler.store.partitions import partition_ddl
 
 # Per dialect, the version a new database gets: PostgreSQL's links table moved to a 64-bit URL
-# key in version 2 (see ``MIGRATIONS``) and was partitioned in version 3 (partitions.py);
-# SQLite's stayed at version 1.
-SCHEMA_VERSIONS = {"sqlite": "1", "postgresql": "3"}
-# The versions a store works with as they are: a schema-2 database keeps its unpartitioned
-# links (its ids are in a crawl's Redis tasks and learner; they cannot be renumbered).
+# key in version 2 (see ``MIGRATIONS``); SQLite's stayed at version 1. Version 3, links
+# partitioned (partitions.py), is made only when asked for (JLSE_LINK_PARTITIONS): it costs
+# more per link written.
+SCHEMA_VERSIONS = {"sqlite": "1", "postgresql": "2"}
+# The versions a store works with as they are; neither PostgreSQL layout is converted to the
+# other (a crawl's ids are in its Redis tasks and learner; they cannot be renumbered).
 SERVED_VERSIONS = {"sqlite": ("1",), "postgresql": ("2", "3")}
 PARTITIONED_VERSION = "3"
 

@@ -148,6 +148,7 @@ class SqlCrawlStore(CrawlStore):
         self._closed = False
         self._warc_columns = True  # fetches has warc_file/offset/length (an old one may not)
         self.layout: LinkLayout = UNPARTITIONED  # read from the database when it is opened
+        self.asked_partitions = 1  # a new database's link partitions (PostgreSQL: the env)
         self.schema_version = SCHEMA_VERSIONS[self.dialect]  # the database's, once opened
 
     # --- what a backend provides ---
@@ -205,10 +206,7 @@ class SqlCrawlStore(CrawlStore):
     def _create_schema(self, cur: Any) -> None:
         """Create missing tables, convert an older schema, check the version (part of opening)."""
         self._migrate(cur)
-        version = self._stored_version(cur) or SCHEMA_VERSIONS[self.dialect]
-        partitions = LINK_PARTITIONS if version == PARTITIONED_VERSION else 1
-        if version == PARTITIONED_VERSION and self._has_table(cur, "meta"):
-            partitions = self._stored_partitions(cur) or partitions
+        version, partitions = self._layout_to_create(cur)
         for statement in schema_statements(self.dialect, partitions):
             cur.execute(statement)
         for table in ADDED_COLUMNS:
@@ -221,6 +219,18 @@ class SqlCrawlStore(CrawlStore):
             self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"),
             new_meta)
         self._check_schema(cur)
+
+    def _layout_to_create(self, cur: Any) -> tuple[str, int]:
+        """Schema version and link partitions: an existing database's own, a new one's as
+        asked (``asked_partitions``; unpartitioned unless asked)."""
+        stored = self._stored_version(cur)
+        if stored is None:
+            if self.asked_partitions > 1:
+                return PARTITIONED_VERSION, self.asked_partitions
+            return SCHEMA_VERSIONS[self.dialect], 1
+        if stored != PARTITIONED_VERSION:
+            return stored, 1
+        return stored, self._stored_partitions(cur) or LINK_PARTITIONS
 
     def _check_schema(self, cur: Any) -> None:
         """Refuse a database of another schema version (all a read-only open checks)."""
