@@ -154,6 +154,21 @@ def test_a_missing_link_is_refused_without_a_foreign_key(part_url):
         assert store.result_count() == 1
 
 
+@pytest.mark.parametrize("layout", ["unpartitioned", "partitioned"])
+def test_a_batch_with_a_missing_link_writes_nothing(layout, request):
+    url = request.getfixturevalue("pg_store_url" if layout == "unpartitioned" else "part_url")
+    with open_store(url) as store:
+        [(link_id, _)] = store.add_links([new("http://w.test/")])
+        missing = link_id + LINK_PARTITIONS
+        with pytest.raises(Exception):  # a foreign key, or the statement's own check
+            store.write_pages([fetched(link_id), fetched(missing)])
+        assert store.stats().outcomes == {}  # the batch is all or none
+        with store.autocommit(), pytest.raises(Exception):
+            store.record_fetch_once(fetched(missing))
+        assert store.stats().outcomes == {}
+        assert store.write_pages([fetched(link_id)]) == [True]
+
+
 def test_a_new_database_is_unpartitioned_by_default(pg_store_url, monkeypatch):
     monkeypatch.delenv(PARTITIONS_ENV, raising=False)
     with open_store(pg_store_url) as store:

@@ -76,7 +76,8 @@ RAISE_PRIORITIES_SQL = (
 )
 # The pages of a batch in one statement, as record_fetch_once writes one: a link changes (and
 # gets its ResultTable row) only if it was still queued; every history row of a link that
-# exists is added, in input order (record_pages fails the batch if a link is missing).
+# exists is added, in input order. A missing link fails the batch: unpartitioned, by its
+# foreign key; partitioned (no foreign key), by record_pages, which reads what is present.
 RECORD_PAGES_SQL = (
     "WITH input AS ("
     " SELECT * FROM unnest(%(id)s::bigint[], %(at)s::float8[], %(relevance)s::float8[],"
@@ -92,14 +93,14 @@ RECORD_PAGES_SQL = (
     " AND l.part = ANY(%(parts)s::smallint[]) AND l.id = ANY(%(id)s::bigint[])]]"
     " AND l.status = 'queued'"
     " RETURNING l.id, i.target, i.relevance"
-    "), present AS ("
-    " SELECT l.id FROM links l WHERE l.id = ANY(%(id)s::bigint[])"
-    "[[ AND l.part = ANY(%(parts)s::smallint[])]]"
+    "), present AS ("  # unpartitioned, a missing link fails its foreign key instead
+    " SELECT id FROM input[[ WHERE id IN (SELECT l.id FROM links l"
+    " WHERE l.id = ANY(%(id)s::bigint[]) AND l.part = ANY(%(parts)s::smallint[]))]]"
     "), history AS ("
     " INSERT INTO fetches (url_id, fetched_at, status_code, content_type, n_bytes, elapsed,"
     " outcome, final_url, relevance, is_target, error, warc_file, warc_offset, warc_length)"
     " SELECT id, at, status, type, bytes, elapsed, outcome, final, relevance, target, error,"
-    " wfile, woffset, wlength FROM input WHERE id IN (SELECT id FROM present) ORDER BY n"
+    " wfile, woffset, wlength FROM input[[ WHERE id IN (SELECT id FROM present)]] ORDER BY n"
     "), result AS ("
     " INSERT INTO results (url_id, relevance, stored_at)"
     " SELECT id, relevance, %(now)s FROM updated WHERE target = 1"

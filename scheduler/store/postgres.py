@@ -31,8 +31,9 @@ T = TypeVar("T")
 CONNECT_TIMEOUT = 5  # seconds; a connect_timeout parameter in the URL wins
 _SCHEMA_LOCK_KEY = 0x6A6C7365  # advisory lock: workers starting together create tables once
 # record_fetch_once in one statement. The link row and the ResultTable change only if the link
-# was still queued; the history row is added if the link exists (none is written for a missing
-# link, which record_fetch_once then refuses). The link is named by id and partition.
+# was still queued; the history row is always added. A missing link fails its foreign key;
+# partitioned links have none, so there the history row is written only if the link exists and
+# record_fetch_once refuses a missing one. The link is named by id and partition.
 _RECORD_ONCE_SQL = (
     "WITH updated AS ("
     " UPDATE links SET status = 'fetched', fetched_at = %(at)s, relevance = %(relevance)s,"
@@ -43,7 +44,7 @@ _RECORD_ONCE_SQL = (
     " outcome, final_url, relevance, is_target, error, warc_file, warc_offset, warc_length)"
     " SELECT %(id)s, %(at)s, %(status)s, %(type)s, %(bytes)s, %(elapsed)s, %(outcome)s,"
     " %(final)s, %(relevance)s, %(target)s, %(error)s, %(wfile)s, %(woffset)s, %(wlength)s"
-    " WHERE EXISTS (SELECT 1 FROM links WHERE id = %(id)s[[ AND part = %(part)s]])"
+    "[[ WHERE EXISTS (SELECT 1 FROM links WHERE id = %(id)s AND part = %(part)s)]]"
     " RETURNING 1"
     "), result AS ("
     " INSERT INTO results (url_id, relevance, stored_at)"
@@ -282,6 +283,7 @@ class PostgresStore(SqlCrawlStore):
         probes = [url_fingerprint(url, probe) for probe in range(FINGERPRINT_PROBES)]
         params = {"fps": probes, "parts": self.layout.parts_of(probes), "url": url}
         sql = self.layout.sql(_LINK_ID_SQL)
+
         def work(cur: Any) -> tuple | None:
             cur.execute(sql, params)
             return cur.fetchone()
