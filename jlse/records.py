@@ -137,8 +137,8 @@ class NewLink:
     pattern_run: int = 0
     redirect_hops: int = 0
     # for the strategy's site bandit, ranked where the crawl's results are written
-    # (``Strategy.observe_result``): 0 not ranked; a link to another site on a page expanded
-    # whole (1) or on a target page, otherwise not followed (2)
+    # (``Strategy.observe_result``): 0 not ranked; a link to another site on a page judged
+    # relevant (1) or irrelevant (3; 2 was a target page's, before target pages were expanded)
     site_group: int = 0
 
 

@@ -253,8 +253,8 @@ class LearnedTunnelling(JointLinkSimilarity):
     of them, and the link-text factor and the site bandit hold back the ones off the topic
     (docs/strategies.md, "Target pages are expanded"). On a relevant page a listing's next
     pages (``jlse.workers.section_links``) get at least ``section_links`` x r, so a relevant
-    listing is read to its end. Irrelevant pages are expanded too, but their links wait below every link of a relevant page
-    (at 0, where a relevant page's are at least ``relevance_threshold`` ** γ x the anchor floor
+    listing is read to its end. Irrelevant pages are expanded too, but their links wait below
+    every link of a relevant page (at 0, where a relevant page's are at least ``relevance_threshold`` ** γ x the anchor floor
     x t(i) > 0): they are fetched when those run out, or in the low-priority slot, which is how the crawl tunnels
     through hubs to sites its relevant pages do not link to. A larger tunnel weight (0.02 until
     2026-11-26) let a link of an irrelevant page with strong evidence (0.02 x 0.8) outrank one
@@ -344,7 +344,8 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.redirects_at_pop = True
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
-        """Every page, target pages too (the paper expands none: see the class docstring)."""
+        """Every page, target pages too (the paper follows no link of a target page: see the
+        class docstring)."""
         return True
 
     def section_link_floor(self, relevance: float | None) -> float | None:

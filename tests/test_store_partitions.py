@@ -15,6 +15,7 @@ from jlse.errors import EXIT_USAGE
 from jlse.errors import explain as explain_error
 from jlse.records import FetchRecord, LinkStatus, NewLink, Outcome
 from jlse.scheduler.store import open_store
+from jlse.scheduler.store.base import StoreError
 from jlse.scheduler.store.partitions import LINK_PARTITIONS, PARTITIONS_ENV
 from jlse.scheduler.store.pg_writes import add_links_sql, group_params, link_params
 from jlse.scheduler.store.postgres import _RECORD_ONCE_SQL, url_fingerprint
@@ -160,10 +161,10 @@ def test_a_batch_with_a_missing_link_writes_nothing(layout, request):
     with open_store(url) as store:
         [(link_id, _)] = store.add_links([new("http://w.test/")])
         missing = link_id + LINK_PARTITIONS
-        with pytest.raises(Exception):  # a foreign key, or the statement's own check
+        with pytest.raises(StoreError):  # a foreign key, or the statement's own check
             store.write_pages([fetched(link_id), fetched(missing)])
         assert store.stats().outcomes == {}  # the batch is all or none
-        with store.autocommit(), pytest.raises(Exception):
+        with store.autocommit(), pytest.raises(StoreError):
             store.record_fetch_once(fetched(missing))
         assert store.stats().outcomes == {}
         assert store.write_pages([fetched(link_id)]) == [True]
