@@ -9,12 +9,16 @@ two learnt lifts, each an estimate over the crawl's harvest ρ (the share of its
 relevant so far):
 
 - the site's: U(s) / ρ, with U(s) = (k_s + a·ρ_new) / (n_s + a) + c / sqrt(1 + n_s + g_s):
-  ``n_s`` pages fetched from s, ``k_s`` of them judged relevant, ``ρ_new`` the share of the
-  sites entered whose first page was relevant (what a site nobody fetched from is expected to
-  give; a = 1 page), ``c`` the optimism (``site_optimism``) and ``g_s`` the links to s already
-  ranked: a site's first links carry the optimism, later ones less, so a site linked from many
-  pages before its first fetch does not flood the frontier, and a site whose pages turn out
-  irrelevant falls back to its observed harvest;
+  ``n_s`` detail pages fetched from s, ``k_s`` of them judged relevant, ``ρ_new`` the share of
+  the sites entered whose first detail page was relevant (what a site nobody fetched from is
+  expected to give; a = 1 page), ``c`` the optimism (``site_optimism``) and ``g_s`` the links to
+  s already ranked: a site's first links carry the optimism, later ones less, so a site linked
+  from many pages before its first fetch does not flood the frontier, and a site whose pages
+  turn out irrelevant falls back to its observed harvest. Hub pages (a home page, a section
+  listing: not detail pages by the topic's target model) count in ρ and in their group's
+  harvest, not in their site's: a forum's home page judged irrelevant says little of its
+  threads, and a seed's home page judged so had kept a site of 268 relevant pages out of a
+  crawl (docs/strategies.md, "Hub pages do not judge their site");
 - the link group's: γ_g / ρ, γ_g = the share of relevant pages among those fetched through
   links of group g, a uniform prior. One group holds the links to other sites of pages judged
   relevant, another those of pages judged irrelevant (hubs, aggregators:
@@ -64,23 +68,25 @@ class SiteHarvest:
         self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
         self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
 
-    def observe(self, url: str, relevant: bool) -> None:
-        """A page of ``url``'s site was fetched and judged (relevant or not)."""
+    def observe(self, url: str, relevant: bool, of_site: bool = True) -> None:
+        """A page of ``url``'s site was fetched and judged (relevant or not); ``of_site``
+        False: it tells the crawl's and its link group's harvest, not its site's."""
         site = site_of(url)
         with self._lock:
-            fetched = self._fetched.get(site, 0)
-            self._fetched[site] = fetched + 1
             counts = [self._total]
-            if fetched == 0:
-                counts.append(self._entered)
             group = self._pending.pop(url, None)
             if group is not None:
                 counts.append(self._groups.setdefault(group, [0, 0]))
+            if of_site:
+                fetched = self._fetched.get(site, 0)
+                self._fetched[site] = fetched + 1
+                if fetched == 0:
+                    counts.append(self._entered)
+                if relevant:
+                    self._relevant[site] = self._relevant.get(site, 0) + 1
             for count in counts:
                 count[0] += 1
                 count[1] += int(relevant)
-            if relevant:
-                self._relevant[site] = self._relevant.get(site, 0) + 1
 
     def crawl_harvest(self) -> float:
         """The share of the crawl's pages judged relevant (1/2 before any: a uniform prior)."""

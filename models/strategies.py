@@ -143,11 +143,13 @@ class Strategy(ABC):
         it (``jlse``) overrides it."""
         return None
 
-    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
+    def observe_result(self, url: str, relevance: float | None, links: list[Any],
+                       detail: bool | None = None) -> None:
         """Called where the crawl's results are written (the embedded crawl's process, which
         sees every page; in distributed mode the worker that wrote it), before its links
         (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
-        sets the priority of the links with a site group (or drops them). The others ignore it."""
+        sets the priority of the links with a site group (or drops them). The others ignore it.
+        ``detail``: whether the page is a detail page by its structure (None: not known)."""
         return None
 
 
@@ -296,7 +298,8 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.redirects_at_pop = False  # True: the runner applies them (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
-    def observe_result(self, url: str, relevance: float | None, links: list[Any]) -> None:
+    def observe_result(self, url: str, relevance: float | None, links: list[Any],
+                       detail: bool | None = None) -> None:
         """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
         the priority of each link to another site by its site's and its group's lift; every
         link's by its URL shape's pages per request (``models.redirect_waste``)."""
@@ -306,7 +309,9 @@ class LearnedTunnelling(JointLinkSimilarity):
         if self.sites is None:
             return
         if relevance is not None:
-            self.sites.observe(url, relevance >= self.relevance_threshold)
+            # a hub page (home, listing) tells the crawl's harvest, not its site's
+            self.sites.observe(url, relevance >= self.relevance_threshold,
+                               of_site=detail is not False)
         offered = [link for link in links if link.site_group]
         if not offered:
             return

@@ -109,3 +109,25 @@ def test_a_relevant_listing_gives_its_next_pages_the_floor(phones):
            for link in handled(topic, model, url, LISTING, section_links=0.0).links}
     assert off["http://shop.test/flagship/?page=3"] < floor  # what the anchor "3" earns alone
     assert by_url["http://shop.test/about.html"] == off["http://shop.test/about.html"]  # as scored
+
+
+PASTA = ("<html><head><title>Pasta</title></head><body><article><h1>Fresh pasta at home</h1>"
+         + "<p>" + " ".join(["Knead the flour and eggs into a smooth dough, rest it, roll it thin"
+                            " and cut it into ribbons for a tomato sauce."] * 12) + "</p>"
+         + '</article><a href="/recipes/">Recipes</a></body></html>')
+
+
+def test_every_page_is_told_detail_or_hub_and_targets_stay_relevant_details(phones):
+    """The site bandit learns a site's harvest from its detail pages (``PageResult.detail``),
+    relevant or not; ``is_target`` is still a relevant detail page."""
+    topic, model, pages = phones
+    article = handled(topic, model, "http://food.test/pasta.html", PASTA)
+    assert article.fetch.relevance < topic.settings.relevance_threshold
+    assert article.detail is True and article.fetch.is_target is False
+    listing = handled(topic, model, "http://shop.test/flagship/", LISTING)
+    assert listing.detail is False and listing.fetch.is_target is False
+    relevant = [handled(topic, model, url, html) for url, html in pages.items()]
+    assert all(result.fetch.is_target == (result.detail and result.fetch.relevance
+                                          >= topic.settings.relevance_threshold)
+               for result in relevant)
+    assert any(result.fetch.is_target for result in relevant)

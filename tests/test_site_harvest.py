@@ -90,6 +90,19 @@ def test_the_optimism_is_spent_on_a_sites_first_links() -> None:
     assert later[-1] == pytest.approx(0.99 * 0.01 * bound / 0.5 * 1.0, rel=1e-6)
 
 
+def test_hub_pages_tell_the_crawls_harvest_not_their_sites() -> None:
+    jlse = crawl({"home.test": (10, 9)})
+    for i in range(3):  # a seed's home page and its sections, judged irrelevant
+        jlse.observe_result(f"http://hubs.test/s{i}", 0.01, [], detail=False)
+        jlse.observe_result(f"http://poor.test/s{i}", 0.01, [], detail=True)
+    assert jlse.sites is not None and jlse.sites.crawl_harvest() == pytest.approx(10 / 18)
+    hubs, fresh, poor = score(jlse, "http://home.test/a", ["http://hubs.test/x",
+                                                          "http://fresh.test/y",
+                                                          "http://poor.test/z"])
+    assert hubs == pytest.approx(fresh)  # its articles are still to be seen
+    assert poor < 0.5 * hubs
+
+
 def test_irrelevant_pages_offer_nothing() -> None:
     jlse = crawl({"home.test": (3, 3)})
     assert score(jlse, "http://home.test/a", ["http://x.test/"]).tolist() != [0.0]
@@ -177,6 +190,9 @@ def test_a_links_site_group_crosses_from_a_page_process_to_the_writer() -> None:
                                NewLink("http://a.test/x", 1, 1, priority=0.4)])
     back = PageResult.from_json(result.to_json()).links
     assert [(link.priority, link.site_group) for link in back] == [(0.2, 2), (0.4, 0)]
+    assert PageResult.from_json(result.to_json()).detail is None
+    result.detail = False
+    assert PageResult.from_json(result.to_json()).detail is False
 
 
 def test_an_irrelevant_page_with_only_links_to_its_own_site_ranks_them_at_0() -> None:

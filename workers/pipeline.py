@@ -66,6 +66,9 @@ class PageResult:
     links: list[NewLink] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per stage
     notes: dict[str, int] = field(default_factory=dict)  # counter deltas (parser's cuts)
+    # the page is a detail page by its structure (the topic's target model), relevant or not;
+    # None without a model: the site bandit learns a site's harvest from its detail pages
+    detail: bool | None = None
 
     def to_json(self) -> bytes:
         """JSON for another process (a page process to the crawl's writer): no pickle."""
@@ -80,7 +83,7 @@ class PageResult:
             "links": [[link.url, link.parent_id, link.depth, link.anchor_text, link.context,
                        link.priority, link.pattern_run, link.redirect_hops, link.site_group]
                       for link in self.links],
-            "cpu": self.cpu, "notes": self.notes,
+            "cpu": self.cpu, "notes": self.notes, "detail": self.detail,
         }, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
 
     @classmethod
@@ -95,7 +98,7 @@ class PageResult:
             retry_in=data["retry_in"], postpone=data["postpone"],
             robots_ready=data["robots_ready"],
             links=[NewLink(*fields) for fields in data["links"]],
-            cpu=data["cpu"], notes=data.get("notes") or {},
+            cpu=data["cpu"], notes=data.get("notes") or {}, detail=data.get("detail"),
         )
 
 
@@ -270,9 +273,9 @@ class PagePipeline:
                          else float(self.model.relevance_page(text, page.blocks)))
             if self.judge is not None:  # an ablation (jlse eval's "+truth" strategies)
                 relevance = self.judge(task.url)
-            # a target (result) is a relevant detail page; irrelevant pages are not judged
-            if relevance >= self.settings.relevance_threshold:
-                record.is_target = bool(self.model.is_target(page.stats))
+            # a target (result) is a relevant detail page
+            result.detail = bool(self.model.is_target(page.stats))
+            record.is_target = result.detail and relevance >= self.settings.relevance_threshold
         record.relevance = relevance
         if task.anchor_text:
             self.strategy.observe_followed_link(task.anchor_text, relevance)
