@@ -73,6 +73,9 @@ class LinkLayout:
 
     def groups(self, keys: Iterable[int]) -> dict[int, list[int]]:
         """``keys`` by partition (one group, 0, when unpartitioned), partitions ascending."""
+        if not self.partitioned:
+            keys = list(keys)
+            return {0: keys} if keys else {}
         grouped: dict[int, list[int]] = {}
         for key in keys:
             grouped.setdefault(key & self.mask, []).append(key)

@@ -16,8 +16,10 @@ import psycopg2
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
 from jlse.scheduler.store.partitions import PARTITIONS_ENV, requested_partitions
+from jlse.scheduler.store.pg_copy import IdReserve, copy_new_links
 from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
     FINGERPRINT_PROBES,
+    Answers,
     record_pages,
     upsert_links,
     url_fingerprint,
@@ -83,6 +85,10 @@ class PostgresStore(SqlCrawlStore):
 
     dialect = "postgresql"
     placeholder = "%s"
+    # A database made since the host-hash index reads by the hash, one made before by the host
+    # (schema.LINK_INDEXES); the other condition is a filter on the rows found.
+    _HOST_IS = "hashtextextended(l.host, 0) = hashtextextended(?, 0) AND l.host = ?"
+    _HOST_PARAMS = 2
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         super().__init__()
@@ -92,6 +98,7 @@ class PostgresStore(SqlCrawlStore):
         # Checked before connecting: a bad value is the operator's one-line error.
         self.asked_partitions = 1 if read_only else requested_partitions()
         self._id_sequence = ""  # schema-qualified name of the links.id sequence
+        self._id_reserve = IdReserve()  # ids drawn ahead for the links add_links copies
         self._waiting: list[_LinkRequest] = []  # add_links calls not yet written
         self._group_turn = threading.Condition()  # guards _waiting and _group_writing
         self._group_writing = False  # a group write is under way
@@ -275,8 +282,19 @@ class PostgresStore(SqlCrawlStore):
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
         return bool(cur.fetchone()[0])
 
+    @property
+    def copy_races(self) -> int:
+        """Batches of add_links whose ``COPY`` met a URL another worker wrote meanwhile (each
+        then written by the one-statement insert instead; pg_copy.py)."""
+        return self._id_reserve.races
+
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
-        return upsert_links(cur, links, now, self._id_sequence, self.layout)
+        copy = None
+        if cur.connection.autocommit:  # a COPY that meets a race writes nothing alone
+            def copy(cur: Any, by_fp: dict[int, NewLink]) -> Answers | None:
+                return copy_new_links(cur, by_fp, now, self._id_sequence, self.layout,
+                                      self._id_reserve)
+        return upsert_links(cur, links, now, self._id_sequence, self.layout, copy)
 
     def get_link_id(self, url: str) -> int | None:
         url = clean_text(url)

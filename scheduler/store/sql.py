@@ -376,10 +376,14 @@ class SqlCrawlStore(CrawlStore):
         for row in self._paged(select, conditions, params, batch, "iter_links"):
             yield row_to_link(row)
 
+    # How a query names one host's links: PostgreSQL's index is keyed on the host's hash.
+    _HOST_IS = "l.host = ?"
+    _HOST_PARAMS = 1
+
     def queued_links_of_host(self, host: str, limit: int) -> list[StoredLink]:
-        sql = (f"SELECT {LINK_COLUMNS} FROM links l WHERE l.host = ? AND l.status = ? "
+        sql = (f"SELECT {LINK_COLUMNS} FROM links l WHERE {self._HOST_IS} AND l.status = ? "
                "ORDER BY l.priority DESC, l.id LIMIT ?")
-        params = (host, LinkStatus.QUEUED.value, limit)
+        params = (*[host] * self._HOST_PARAMS, LinkStatus.QUEUED.value, limit)
         rows = self._run(lambda cur: self._fetchall(cur, sql, params), "queued_links_of_host",
                          write=False)
         return [row_to_link(row) for row in rows]
