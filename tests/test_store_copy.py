@@ -4,6 +4,8 @@ another worker writes between the read and the COPY, and the host-hash index the
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg2
 import psycopg2.extensions
@@ -11,6 +13,7 @@ import pytest
 
 from jlse.records import NewLink
 from jlse.scheduler.store import open_store
+from jlse.scheduler.store.partitions import LinkLayout
 from jlse.scheduler.store.pg_copy import IdReserve, copy_new_links
 from jlse.scheduler.store.pg_writes import fast_hosts, upsert_links, url_fingerprints
 from jlse.scheduler.store.sql import host_of
@@ -74,57 +77,58 @@ class RacingCursor(psycopg2.extensions.cursor):
 
 
 RACE_URL = "http://race.test/b"
+RACE_LINKS = [NewLink(f"http://race.test/{name}", None, 0) for name in "abc"]
 
 
-def test_a_url_another_worker_writes_before_the_copy_writes_nothing_and_falls_back(url):
+@contextmanager
+def racing_cursor(url: str) -> Iterator[tuple[RacingCursor, str, LinkLayout, list]]:
+    """An autocommit cursor on ``url`` whose next COPY another store races (it writes
+    ``RACE_URL``; its answer lands in the yielded list), with the database's id sequence and
+    layout."""
     with open_store(url) as store:
         sequence, layout = store._id_sequence, store.layout
-    links = [NewLink(f"http://race.test/{name}", None, 0) for name in "abc"]
     conn = psycopg2.connect(url, cursor_factory=RacingCursor)
     conn.autocommit = True
     other: list = []
     try:
         cur = conn.cursor()
         cur.race = (url, other)
+        yield cur, sequence, layout, other
+    finally:
+        conn.close()
+
+
+def test_a_url_another_worker_writes_before_the_copy_writes_nothing_and_falls_back(url):
+    with racing_cursor(url) as (cur, sequence, layout, other):
         reserve = IdReserve()
-        by_fp = dict(zip(url_fingerprints([link.url for link in links]), links, strict=True))
+        by_fp = dict(zip(url_fingerprints([link.url for link in RACE_LINKS]), RACE_LINKS,
+                         strict=True))
         assert copy_new_links(cur, by_fp, time.time(), sequence, layout, reserve) is None
         assert reserve.races == 1
-        assert list(rows(url, [link.url for link in links])) == [RACE_URL]  # the other's only
+        assert list(rows(url, [link.url for link in RACE_LINKS])) == [RACE_URL]  # the other's
         [(raced_id, made)] = other
         assert made
 
         cur.race = None  # the same batch again, as upsert_links retries it
-        found = upsert_links(cur, links, time.time(), sequence, layout, lambda c, batch: None)
-    finally:
-        conn.close()
+        found = upsert_links(cur, RACE_LINKS, time.time(), sequence, layout,
+                             lambda c, batch: None)
     assert found[RACE_URL] == (raced_id, False)
     assert found["http://race.test/a"][1] and found["http://race.test/c"][1]
-    assert len(rows(url, [link.url for link in links])) == 3
+    assert len(rows(url, [link.url for link in RACE_LINKS])) == 3
 
 
 def test_a_race_inside_add_links_is_settled_by_the_one_statement_insert(url):
-    with open_store(url) as store:
-        sequence, layout = store._id_sequence, store.layout
-    links = [NewLink(f"http://race.test/{name}", None, 0) for name in "abc"]
-    conn = psycopg2.connect(url, cursor_factory=RacingCursor)
-    conn.autocommit = True
-    other: list = []
     reserve = IdReserve()
-    try:
-        cur = conn.cursor()
-        cur.race = (url, other)
+    with racing_cursor(url) as (cur, sequence, layout, other):
         now = time.time()
-        found = upsert_links(cur, links, now, sequence, layout,
+        found = upsert_links(cur, RACE_LINKS, now, sequence, layout,
                              lambda c, batch: copy_new_links(c, batch, now, sequence, layout,
                                                              reserve))
-    finally:
-        conn.close()
     assert reserve.races == 1
     [(raced_id, _)] = other
     assert found[RACE_URL] == (raced_id, False)
     assert sorted(made for _, made in found.values()) == [False, True, True]
-    assert len(rows(url, [link.url for link in links])) == 3
+    assert len(rows(url, [link.url for link in RACE_LINKS])) == 3
 
 
 def test_a_hosts_queued_links_are_read_by_the_host_hash_index_or_the_old_one(pg_store_url):
