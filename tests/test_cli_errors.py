@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psycopg2
 import pytest
 
 from jlse.errors import (
@@ -68,10 +69,23 @@ def topic(tmp_path: Path) -> Path:
 
 # --- services that are not there ---------------------------------------------------------
 def test_store_naming_a_missing_postgresql_database(topic, pg_database_url, tmp_path):
-    missing = pg_database_url.rsplit("/", 1)[0] + f"/jlse_missing_{uuid.uuid4().hex[:8]}"
-    done = jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"),
-                "--store", missing, "--no-progress")
+    """Read (export) from a database that does not exist: one line. A crawl creates it, as
+    the README's distributed quick start expects (`--store .../jlse` on a fresh server)."""
+    name = f"jlse_missing_{uuid.uuid4().hex[:8]}"
+    missing = pg_database_url.rsplit("/", 1)[0] + f"/{name}"
+    done = jlse("export", "--store", missing, "--all", "--out", str(tmp_path / "x.jsonl"))
     assert_one_line_error(done, EXIT_UNAVAILABLE, "cannot connect to PostgreSQL", "does not exist")
+    jlse("crawl", "--topic", str(topic), "--workdir", str(tmp_path / "w"), "--store", missing,
+         "--no-progress", "--max-pages", "1")
+    admin = psycopg2.connect(pg_database_url)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            assert cur.fetchone() == (1,)
+            cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        admin.close()
 
 
 def test_store_on_an_unreachable_postgresql_server(topic, tmp_path):

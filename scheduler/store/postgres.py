@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import psycopg2
+import psycopg2.errors
+import psycopg2.extensions
+import psycopg2.sql
 
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store.base import StoreError, redact_url
@@ -114,7 +117,12 @@ class PostgresStore(SqlCrawlStore):
     def _connect(self) -> Any:
         extra = {} if "connect_timeout" in self.url else {"connect_timeout": CONNECT_TIMEOUT}
         try:
-            conn = psycopg2.connect(self.url, application_name="jlse", **extra)
+            try:
+                conn = psycopg2.connect(self.url, application_name="jlse", **extra)
+            except psycopg2.OperationalError as exc:
+                if self._read_only or not self._create_database(exc, extra):
+                    raise
+                conn = psycopg2.connect(self.url, application_name="jlse", **extra)
             if self._read_only:
                 conn.set_session(readonly=True)  # every transaction READ ONLY
             self._check_search_path(conn)
@@ -123,6 +131,34 @@ class PostgresStore(SqlCrawlStore):
             message = self._scrub(exc)
             log.info("cannot connect to PostgreSQL at %s: %s", self._shown_url, message)
             raise StoreError(f"cannot connect to PostgreSQL at {self._shown_url}: {message}") from None
+
+    def _create_database(self, refused: psycopg2.OperationalError, extra: dict) -> bool:
+        """If ``refused`` says the URL's database does not exist, create it (through the
+        server's ``postgres`` database), as a SQLite store creates its file; whether it now
+        exists. A writer only: ``jlse status`` or ``export`` on a wrong name says so instead."""
+        name = psycopg2.extensions.parse_dsn(self.url).get("dbname")
+        if not name or f'database "{name}" does not exist' not in str(refused):
+            return False
+        try:
+            admin = psycopg2.connect(self.url, dbname="postgres", application_name="jlse",
+                                     **extra)
+        except psycopg2.Error:
+            return False  # no way in to create it: the caller reports the database missing
+        try:
+            admin.autocommit = True
+            with admin.cursor() as cur:
+                cur.execute(psycopg2.sql.SQL("CREATE DATABASE {}").format(
+                    psycopg2.sql.Identifier(name)))
+            log.warning("created the PostgreSQL database %s at %s (it did not exist)", name,
+                        self._shown_url)
+        except psycopg2.errors.DuplicateDatabase:
+            pass  # another process created it meanwhile
+        except psycopg2.Error as exc:
+            log.info("cannot create the PostgreSQL database %s: %s", name, self._scrub(exc))
+            return False
+        finally:
+            admin.close()
+        return True
 
     def _check_search_path(self, conn: Any) -> None:
         """A schema asked for in the URL's ``options`` is in effect: a pooler (pgbouncer)
