@@ -212,7 +212,8 @@ def _poll(registry: CrawlRegistry, crawl_id: str, settings: Settings, bar: tqdm,
             try:
                 ended = _poll_once(registry, crawl_id, frontier, bar, warned)
                 if ended is None and watch is not None:
-                    watch.check(registry.counters(crawl_id), frontier)
+                    watch.check(registry.counters(crawl_id), frontier,
+                                registry.refusals(crawl_id))
                 warned["unreachable"] = False
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if not warned["unreachable"]:
@@ -390,6 +391,7 @@ def _crawl_status(registry: CrawlRegistry, crawl_id: str) -> dict[str, Any]:
         "in_flight": stats["in_flight"], "hosts": stats["hosts"],
         "qtable_version": qtables.current_version(),
         "worker_qtables": registry.workers(crawl_id),
+        "refusals": registry.refusals(crawl_id),
     }
 
 
@@ -401,6 +403,8 @@ def render_status(status: dict[str, Any]) -> str:
                      f"  harvest {s['harvest_rate']:.3f}  targets {s['targets']}")
         lines.append(f"  frontier {s['frontier']} queued on {s['hosts']} hosts, "
                      f"{s['in_flight']} in flight;  Q-table v{s['qtable_version']}")
+        lines += [f"  refused by worker {worker}: {why}"
+                  for worker, why in sorted(s.get("refusals", {}).items())]
     if not status["crawls"]:
         lines.append("no crawls registered")
     workers = status["workers"]

@@ -1,5 +1,7 @@
 """Why a distributed crawl makes no progress, said on the screen of ``jlse crawl --frontier``:
-no seed host can be reached, nothing was dispatched (no dispatcher), no fetch worker answers."""
+no seed host can be reached, nothing was dispatched (no dispatcher), no fetch worker answers,
+a worker refuses the crawl (its config asks for what the worker's environment does not
+allow)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,16 @@ class ProgressWatch:
         self.seeds = SeedWatch(seeds, settings) if seeds else None
         self.started = time.monotonic()
         self.asked = False
+        self.refused: dict[str, str] = {}  # worker -> the refusal already said
 
-    def check(self, counters: dict[str, float], frontier: ShardedFrontier) -> None:
+    def check(self, counters: dict[str, float], frontier: ShardedFrontier,
+              refusals: dict[str, str] | None = None) -> None:
         if self.seeds is not None:
             self.seeds.check(counters)
+        for worker, why in (refusals or {}).items():
+            if self.refused.get(worker) != why:
+                self.refused[worker] = why
+                log.warning("worker %s refuses this crawl: %s", worker, why)
         if self.asked or counters["fetched"] or time.monotonic() - self.started < LIVENESS_AFTER:
             return
         self.asked = True

@@ -150,6 +150,9 @@ def connect(url: str | None = None) -> redis.Redis:
     return redis_client.connect(url or redis_url())
 
 
+REFUSAL_TTL = 180  # seconds a worker's refusal of a crawl is shown after its last
+
+
 class CrawlRegistry:
     """Reads and writes the registry keys above for any number of crawls.
 
@@ -392,6 +395,18 @@ class CrawlRegistry:
 
     def note_worker(self, crawl_id: str, worker: str, qtable_version: int) -> None:
         self.client.hset(self.prefix(crawl_id) + "workers", worker, qtable_version)
+
+    def note_refusal(self, crawl_id: str, worker: str, reason: str) -> None:
+        """A worker refuses the crawl (its config is not one this worker may serve): kept
+        ``REFUSAL_TTL`` seconds after the last, for ``jlse status`` and the crawl's screen."""
+        key = self.prefix(crawl_id) + "refusals"
+        self.client.hset(key, worker, reason[:500])
+        self.client.expire(key, REFUSAL_TTL)
+
+    def refusals(self, crawl_id: str) -> dict[str, str]:
+        """Worker -> why it refuses the crawl (the last few minutes')."""
+        raw = self.client.hgetall(self.prefix(crawl_id) + "refusals")
+        return {key.decode(): value.decode() for key, value in raw.items()}
 
     def workers(self, crawl_id: str) -> dict[str, int]:
         raw = self.client.hgetall(self.prefix(crawl_id) + "workers")

@@ -272,3 +272,32 @@ def test_a_task_of_a_crawl_gone_from_redis_is_skipped_not_raised(crawl, listener
     assert len(skipped) == 1 and "not registered in Redis" in skipped[0], done.stderr
     assert "Traceback" not in done.stderr
     assert _fetched(crawl["store_url"], [t.url for t in tasks]) == []
+
+
+def test_a_refusal_reaches_the_crawls_screen_and_status(crawl, listeners, caplog) -> None:
+    """A worker whose own proxy is not the crawl's refuses it (the rule above); the crawl's
+    screen (``jlse crawl --frontier``) and ``jlse status`` say so and why, not only the
+    worker's log: a crawl all of whose workers refuse it otherwise shows 0 pages and no
+    reason."""
+    from jlse.cluster import _crawl_status, render_status
+    from jlse.cluster_watch import ProgressWatch
+    from jlse.settings import Settings
+
+    _, fake_proxy = listeners
+    crawl["env"]["JLSE_PROXY"] = f"http://127.0.0.1:{fake_proxy.port}"
+    results, log, _ = _run_worker(crawl)
+    assert results == ["refused"], log
+    refusals = crawl["registry"].refusals(crawl["id"])
+    [(worker, why)] = refusals.items()
+    assert "proxy" in why and "JLSE_PROXY" in why
+    shown = render_status({"crawls": {crawl["id"]: _crawl_status(crawl["registry"], crawl["id"])},
+                           "workers": {}})
+    assert f"refused by worker {worker}: {why}" in shown
+    watch = ProgressWatch(Settings(), seeds=0)
+    frontier = crawl["registry"].frontier(crawl["id"])
+    counters = crawl["registry"].counters(crawl["id"])
+    with caplog.at_level("WARNING"):
+        watch.check(counters, frontier, refusals)
+        watch.check(counters, frontier, refusals)  # said once
+    said = [r.getMessage() for r in caplog.records if "refuses this crawl" in r.getMessage()]
+    assert said == [f"worker {worker} refuses this crawl: {why}"]

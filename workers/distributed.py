@@ -370,3 +370,9 @@ def _log_refusal(crawl_id: str, exc: Exception, verb: str = "refused",
     if last is None or last[1] != reason or now - last[0] >= REFUSAL_LOG_SECONDS:
         _refusals[crawl_id] = (now, reason)
         log.log(level, "crawl %s %s: %s", crawl_id, verb, reason)
+        if isinstance(exc, UntrustedConfig):  # the crawl's own screen says it, not only here
+            try:
+                get_registry().note_refusal(crawl_id, f"{socket.gethostname()}:{os.getpid()}",
+                                            reason)
+            except Exception:  # noqa: BLE001 - Redis away: the log line above still says it
+                log.debug("could not note the refusal of %s", crawl_id, exc_info=True)
