@@ -20,7 +20,7 @@ from typing import Any
 import redis
 from tqdm import tqdm
 
-from jlse.cluster_watch import ProgressWatch
+from jlse.cluster_watch import ProgressWatch, by_reason
 from jlse.learner.publish import RedisQTableStore
 from jlse.models.persist import topic_model_to_bytes
 from jlse.models.strategy_catalog import make_strategy, strategy_class
@@ -403,8 +403,8 @@ def render_status(status: dict[str, Any]) -> str:
                      f"  harvest {s['harvest_rate']:.3f}  targets {s['targets']}")
         lines.append(f"  frontier {s['frontier']} queued on {s['hosts']} hosts, "
                      f"{s['in_flight']} in flight;  Q-table v{s['qtable_version']}")
-        lines += [f"  refused by worker {worker}: {why}"
-                  for worker, why in sorted(s.get("refusals", {}).items())]
+        lines += [f"  refused by {', '.join(workers)}: {why}"
+                  for why, workers in by_reason(s.get("refusals", {})).items()]
     if not status["crawls"]:
         lines.append("no crawls registered")
     workers = status["workers"]

@@ -25,16 +25,17 @@ class ProgressWatch:
         self.seeds = SeedWatch(seeds, settings) if seeds else None
         self.started = time.monotonic()
         self.asked = False
-        self.refused: dict[str, str] = {}  # worker -> the refusal already said
+        self.refused: set[str] = set()  # the refusals already said
 
     def check(self, counters: dict[str, float], frontier: ShardedFrontier,
               refusals: dict[str, str] | None = None) -> None:
         if self.seeds is not None:
             self.seeds.check(counters)
-        for worker, why in (refusals or {}).items():
-            if self.refused.get(worker) != why:
-                self.refused[worker] = why
-                log.warning("worker %s refuses this crawl: %s", worker, why)
+        for why, workers in by_reason(refusals or {}).items():
+            if why not in self.refused:  # once per reason, however many processes give it
+                self.refused.add(why)
+                log.warning("%s refuse%s this crawl: %s", _workers_named(workers),
+                            "s" if len(workers) == 1 else "", why)
         if self.asked or counters["fetched"] or time.monotonic() - self.started < LIVENESS_AFTER:
             return
         self.asked = True
@@ -53,3 +54,17 @@ def live_workers(timeout: float = 1.0) -> list[str]:
 
     replies = app.control.inspect(timeout=timeout).ping() or {}
     return sorted(name for name, reply in replies.items() if reply.get("ok") == "pong")
+
+
+def by_reason(refusals: dict[str, str]) -> dict[str, list[str]]:
+    """Worker -> reason, as reason -> the workers giving it (sorted)."""
+    grouped: dict[str, list[str]] = {}
+    for worker, why in sorted(refusals.items()):
+        grouped.setdefault(why, []).append(worker)
+    return grouped
+
+
+def _workers_named(workers: list[str]) -> str:
+    if len(workers) == 1:
+        return f"worker {workers[0]}"
+    return f"{len(workers)} worker processes ({', '.join(workers)})"

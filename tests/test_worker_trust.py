@@ -292,7 +292,7 @@ def test_a_refusal_reaches_the_crawls_screen_and_status(crawl, listeners, caplog
     assert "proxy" in why and "JLSE_PROXY" in why
     shown = render_status({"crawls": {crawl["id"]: _crawl_status(crawl["registry"], crawl["id"])},
                            "workers": {}})
-    assert f"refused by worker {worker}: {why}" in shown
+    assert f"refused by {worker}: {why}" in shown
     watch = ProgressWatch(Settings(), seeds=0)
     frontier = crawl["registry"].frontier(crawl["id"])
     counters = crawl["registry"].counters(crawl["id"])
@@ -301,3 +301,5 @@ def test_a_refusal_reaches_the_crawls_screen_and_status(crawl, listeners, caplog
         watch.check(counters, frontier, refusals)  # said once
     said = [r.getMessage() for r in caplog.records if "refuses this crawl" in r.getMessage()]
     assert said == [f"worker {worker} refuses this crawl: {why}"]
+    watch.check(counters, frontier, {**refusals, "other:1": why})  # the same reason: said
+    assert len([r for r in caplog.records if "refuses" in r.getMessage()]) == 1
