@@ -25,7 +25,7 @@ import psycopg2.errors
 
 from jlse.records import NewLink
 from jlse.scheduler.store.partitions import LinkLayout
-from jlse.scheduler.store.pg_writes import _KNOWN_LINKS, fast_hosts, group_params
+from jlse.scheduler.store.pg_writes import Answers, fast_hosts, group_params, known_links_sql
 
 # The known rows of a batch, and in a row of its own the ids the reserve lacks, as one array.
 _READ_KNOWN = "SELECT *, NULL::bigint[] FROM ({known}) AS k"
@@ -53,19 +53,17 @@ class IdReserve:
 
 
 def copy_new_links(cur: Any, by_fp: dict[int, NewLink], now: float, sequence: str,
-                   layout: LinkLayout, reserve: IdReserve
-                   ) -> tuple[dict[int, tuple[int, bool]], list[tuple[int, float]]] | None:
+                   layout: LinkLayout, reserve: IdReserve) -> Answers | None:
     """Known rows of ``by_fp`` read, the new ones copied: (fingerprint -> (id, created), known
     queued ids whose priority rises), as ``pg_writes.upsert_links`` reads them; a fingerprint
     held by another URL is in neither. None if another worker wrote one of the new URLs
     meanwhile: nothing was written."""
     groups = layout.groups(by_fp)
-    sql = _READ_KNOWN.replace("{known}", " UNION ALL ".join(
-        _KNOWN_LINKS.replace("{part}", str(part)) for part in groups))
+    sql = _READ_KNOWN.replace("{known}", known_links_sql(layout, tuple(groups)))
     draw = reserve.lacking(len(by_fp))
     if draw:
         sql += _DRAW_IDS
-    cur.execute(layout.sql(sql), {**group_params(groups), "seq": sequence, "draw": draw})
+    cur.execute(sql, {**group_params(groups), "seq": sequence, "draw": draw})
     known: dict[int, tuple[int, str, str, float]] = {}
     for link_id, fp, url, status, priority, drawn in cur.fetchall():
         if drawn is not None:
