@@ -18,14 +18,21 @@ from __future__ import annotations
 import io
 from collections import deque
 from collections.abc import Iterator
-from numbers import Integral
 from typing import Any
 
 import psycopg2.errors
 
 from jlse.records import NewLink
 from jlse.scheduler.store.partitions import LinkLayout
-from jlse.scheduler.store.pg_writes import Answers, fast_hosts, group_params, known_links_sql
+from jlse.scheduler.store.pg_writes import (
+    Answers,
+    fast_hosts,
+    group_params,
+    join_escaped,
+    known_links_sql,
+    number_strings,
+    read_answers,
+)
 
 # The known rows of a batch, and in a row of its own the ids the reserve lacks, as one array.
 _READ_KNOWN = "SELECT *, NULL::bigint[] FROM ({known}) AS k"
@@ -64,21 +71,17 @@ def copy_new_links(cur: Any, by_fp: dict[int, NewLink], now: float, sequence: st
     if draw:
         sql += _DRAW_IDS
     cur.execute(sql, {**group_params(groups), "seq": sequence, "draw": draw})
-    known: dict[int, tuple[int, str, str, float]] = {}
-    for link_id, fp, url, status, priority, drawn in cur.fetchall():
+    known = []
+    for *row, drawn in cur.fetchall():
         if drawn is not None:
             reserve.values.extend(drawn)
         else:
-            known[fp] = (link_id, url, status, priority)
+            known.append(row)
     answered: dict[int, tuple[int, bool]] = {}
     rising: list[tuple[int, float]] = []
-    for fp, (link_id, url, status, priority) in known.items():
-        link = by_fp[fp]
-        if url == link.url:
-            answered[fp] = (link_id, False)
-            if status == "queued" and priority < link.priority:
-                rising.append((link_id, link.priority))
-    new = [fp for fp in by_fp if fp not in known]
+    read_answers(known, by_fp, answered, rising)
+    held = {fp for _, fp, *_ in known}  # by this URL or by another (its next probe)
+    new = [fp for fp in by_fp if fp not in held]
     if not new:
         return answered, rising
     ids = [value * layout.partitions + layout.part(fp) if layout.partitioned else value
@@ -110,6 +113,10 @@ def copy_rows(fps: list[int], ids: list[int], by_fp: dict[int, NewLink], now: fl
                      links[at:at + COPY_CHUNK], names, repr(float(now)), layout)
               for at in range(0, len(fps), COPY_CHUNK))
     return f"COPY links ({', '.join(names)}) FROM STDIN", chunks
+
+
+def _numbers(values: list[Any]) -> list[str]:
+    return number_strings(values, null=_NULL)
 
 
 def _chunk(fps: list[int], ids: list[int], links: list[NewLink], names: list[str],
@@ -149,27 +156,8 @@ class _ChunkReader(io.RawIOBase):
         return next(self._chunks, b"")
 
 
-def _numbers(values: list[Any]) -> list[str]:
-    """Numbers as ``COPY`` reads them (None as NULL; numpy's too)."""
-    for plain in (int.__repr__, float.__repr__):  # TypeError at the first value of another type
-        try:
-            return list(map(plain, values))
-        except TypeError:
-            pass
-    return [_NULL if value is None else repr(value) if type(value) in (int, float)
-            else str(int(value)) if isinstance(value, Integral) else repr(float(value))
-            for value in values]
-
-
 def copy_texts(values: list[str]) -> list[str]:
-    """``values`` (cleaned text: no NUL) escaped for ``COPY``'s text format, in one pass over
-    them all (joined on NUL, which none holds)."""
+    """``values`` (cleaned text: no NUL) escaped for ``COPY``'s text format."""
     if not values:
         return []
-    joined = "\x00".join(values)
-    if joined.count("\x00") != len(values) - 1:
-        raise ValueError("copy_texts: a value holds a NUL character (clean_text removes them)")
-    for raw, escaped in _COPY_ESCAPES:
-        if raw in joined:
-            joined = joined.replace(raw, escaped)
-    return joined.split("\x00")
+    return join_escaped(values, _COPY_ESCAPES, "copy_texts").split("\x00")

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
     _md5 = functools.partial(hashlib.md5, usedforsecurity=False)
 
 _PLAIN_NUMBERS = (int, float)
+_ARRAY_ESCAPES = (("\\", "\\\\"), ('"', '\\"'))  # inside an array literal's quotes
 _SIGNED_64 = struct.Struct(">q")  # md5's first 8 bytes as a signed BIGINT
 # Each line's plain host, or "" (the line matches whatever it holds: one result per line).
 _PLAIN_HOSTS = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://([a-z0-9.-]+)(?=[/?#]|$))?.*$",
@@ -119,38 +120,48 @@ RECORD_PAGES_SQL = (
 
 
 def text_array(values: Iterable[str]) -> str:
-    """A PostgreSQL array literal of ``values`` (cleaned text: no NUL). The values are joined
-    on NUL, which none holds, and escaped in one pass over the whole string."""
+    """A PostgreSQL array literal of ``values`` (cleaned text: no NUL)."""
     values = values if isinstance(values, list) else list(values)
     if not values:
         return "{}"
+    joined = join_escaped(values, _ARRAY_ESCAPES, "text_array")
+    return '{"' + joined.replace("\x00", '","') + '"}'
+
+
+def join_escaped(values: list[str], escapes: Sequence[tuple[str, str]], caller: str) -> str:
+    """``values`` (cleaned text) joined on NUL, which none holds, and escaped (``escapes``:
+    (character, replacement) pairs, in order) in one pass over the whole string."""
     joined = "\x00".join(values)
     if joined.count("\x00") != len(values) - 1:
-        raise ValueError("text_array: a value holds a NUL character (clean_text removes them)")
-    if "\\" in joined or '"' in joined:
-        joined = joined.replace("\\", "\\\\").replace('"', '\\"')
-    return '{"' + joined.replace("\x00", '","') + '"}'
+        raise ValueError(f"{caller}: a value holds a NUL character (clean_text removes them)")
+    for raw, escaped in escapes:
+        if raw in joined:
+            joined = joined.replace(raw, escaped)
+    return joined
 
 
 def number_array(values: Iterable[float | int | None]) -> str:
     """A PostgreSQL array literal of numbers (numpy's too; floats round-trip, inf and nan
-    included). A column of floats alone, or of ints alone (most are), takes one C-level pass."""
+    included)."""
+    return "{" + ",".join(number_strings(values)) + "}"
+
+
+def number_strings(values: Iterable[float | int | None], null: str = "NULL") -> list[str]:
+    """Each number as PostgreSQL reads it, None as ``null``. A column of floats alone, or of
+    ints alone (most are), takes one C-level pass."""
     values = values if isinstance(values, list) else list(values)
     for plain in (float.__repr__, int.__repr__):  # TypeError at the first value of another type
         try:
-            return "{" + ",".join(map(plain, values)) + "}"
+            return list(map(plain, values))
         except TypeError:
             pass
-    return "{" + ",".join([repr(value) if type(value) in _PLAIN_NUMBERS else _number(value)
-                           for value in values]) + "}"
+    return [repr(value) if type(value) in _PLAIN_NUMBERS else _number(value, null)
+            for value in values]
 
 
-def _number(value: float | int | None) -> str:
-    kind = type(value)
-    if kind is int or kind is float:  # most values: no ABC check
-        return repr(value)
+def _number(value: float | int | None, null: str) -> str:
     if value is None:
-        return "NULL"
+        return null
     return str(int(value)) if isinstance(value, Integral) else repr(float(value))
 
 
@@ -232,11 +243,11 @@ def _insert_or_read(cur: Any, by_fp: dict[int, NewLink], now: float, sequence: s
                 {**link_params(by_fp, now, sequence), **group_params(groups)})
     answered: dict[int, tuple[int, bool]] = {}
     rising: list[tuple[int, float]] = []
-    _read_answers(cur.fetchall(), by_fp, answered, rising)
+    read_answers(cur.fetchall(), by_fp, answered, rising)
     unanswered = layout.groups(fp for fp in by_fp if fp not in answered)
     if unanswered:  # committed meanwhile by another worker, or another URL's key
         cur.execute(known_links_sql(layout, tuple(unanswered)), group_params(unanswered))
-        _read_answers(cur.fetchall(), by_fp, answered, rising)
+        read_answers(cur.fetchall(), by_fp, answered, rising)
     return answered, rising
 
 
@@ -258,7 +269,7 @@ def group_params(groups: dict[int, list[int]]) -> dict[str, str]:
     return {f"fp{part}": number_array(keys) for part, keys in groups.items()}
 
 
-def _read_answers(rows: list[tuple], by_fp: dict[int, NewLink],
+def read_answers(rows: list[tuple], by_fp: dict[int, NewLink],
                   answered: dict[int, tuple[int, bool]], rising: list[tuple[int, float]]) -> None:
     """Rows (id, url_fp, url, status, priority) into ``answered`` (fingerprint -> (id,
     created)); a row without a URL is one the insert created. A known queued URL whose

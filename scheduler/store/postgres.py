@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -22,7 +23,6 @@ from jlse.scheduler.store.partitions import PARTITIONS_ENV, requested_partitions
 from jlse.scheduler.store.pg_copy import IdReserve, copy_new_links
 from jlse.scheduler.store.pg_writes import (  # noqa: F401  (url_fingerprint: re-exported)
     FINGERPRINT_PROBES,
-    Answers,
     record_pages,
     upsert_links,
     url_fingerprint,
@@ -327,9 +327,8 @@ class PostgresStore(SqlCrawlStore):
     def _upsert_links(self, cur: Any, links: list[NewLink], now: float) -> dict[str, tuple[int, bool]]:
         copy = None
         if cur.connection.autocommit:  # a COPY that meets a race writes nothing alone
-            def copy(cur: Any, by_fp: dict[int, NewLink]) -> Answers | None:
-                return copy_new_links(cur, by_fp, now, self._id_sequence, self.layout,
-                                      self._id_reserve)
+            copy = functools.partial(copy_new_links, now=now, sequence=self._id_sequence,
+                                     layout=self.layout, reserve=self._id_reserve)
         return upsert_links(cur, links, now, self._id_sequence, self.layout, copy)
 
     def get_link_id(self, url: str) -> int | None:
