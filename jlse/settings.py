@@ -161,6 +161,9 @@ class Settings:
     # jlse: a link's priority x its URL shape's pages per request, a redirect counting 1/2
     # (its target: a second request) or 0 (a target already known) (models/redirect_waste.py)
     redirect_waste: bool = True
+    # jlse: a link's priority x its URL shape's share of pages judged relevant over the
+    # crawl's, learnt during the crawl on the sites it has entered (models/shape_harvest.py)
+    shape_harvest: bool = True
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
     link_outcomes: bool = False

@@ -21,32 +21,22 @@ as evidence grows.
 
 from __future__ import annotations
 
-import re
 import threading
-from collections import OrderedDict
 
-MAX_SHAPES = 100_000  # shapes remembered (least recently written dropped first)
+from jlse.models.url_shapes import MAX_SHAPES, ShapeCounts, url_shapes
+
+__all__ = ["KNOWN_TARGET", "NEW_TARGET", "NO_PAGE", "RedirectWaste", "url_shapes"]
+
 KNOWN_TARGET, NEW_TARGET = 1.0, 0.5  # what a redirect's request falls short of a page
 NO_PAGE = 1.0  # what a failed request (an HTTP error, a broken redirect) falls short of one
 PRIOR_REQUESTS = 2.0  # A: the weight of a path shape's yield in a host's shape's estimate
-_DIGITS = re.compile(r"\d+")
-
-
-def url_shapes(url: str) -> tuple[str, str]:
-    """(``host/path?query`` of ``url`` with each run of digits made ``N``, the same for any
-    host: ``*/path?query``)."""
-    rest = (url.partition("//")[2] or url).partition("#")[0]
-    host, slash, path = rest.partition("/")
-    path_shape = _DIGITS.sub("N", slash + path)
-    return host.lower() + path_shape, "*" + path_shape
 
 
 class RedirectWaste:
     """Per URL shape: requests written and what they fell short of a page each."""
 
     def __init__(self, max_shapes: int = MAX_SHAPES) -> None:
-        self.max_shapes = max_shapes
-        self._shapes: OrderedDict[str, list[float]] = OrderedDict()  # shape -> [requests, waste]
+        self._shapes = ShapeCounts(max_shapes)  # shape -> (requests, waste)
         self.wasted = 0.0  # no lift is computed until a request fell short
         self._lock = threading.Lock()
 
@@ -55,9 +45,7 @@ class RedirectWaste:
         page, :data:`NEW_TARGET` or :data:`KNOWN_TARGET` for a redirect)."""
         with self._lock:
             for shape in url_shapes(url):
-                counts = self._counts(shape)
-                counts[0] += 1
-                counts[1] += waste
+                self._shapes.add(shape, 1.0, waste)
             self.wasted += waste
 
     def lift(self, url: str) -> float:
@@ -66,17 +54,7 @@ class RedirectWaste:
         if not self.wasted:
             return 1.0
         host_shape, path_shape = url_shapes(url)
-        requests, waste = self._shapes.get(path_shape, (0.0, 0.0))
+        requests, waste = self._shapes.get(path_shape)
         path_yield = 1.0 - waste / (requests + 1.0)
-        requests, waste = self._shapes.get(host_shape, (0.0, 0.0))
+        requests, waste = self._shapes.get(host_shape)
         return (requests - waste + PRIOR_REQUESTS * path_yield) / (requests + PRIOR_REQUESTS)
-
-    def _counts(self, shape: str) -> list[float]:
-        counts = self._shapes.get(shape)
-        if counts is None:
-            counts = self._shapes[shape] = [0.0, 0.0]
-            if len(self._shapes) > self.max_shapes:
-                self._shapes.popitem(last=False)
-        else:
-            self._shapes.move_to_end(shape)
-        return counts

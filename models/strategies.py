@@ -34,6 +34,7 @@ import numpy as np
 from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
+from jlse.models.shape_harvest import ShapeHarvest
 from jlse.models.site_harvest import TUNNEL_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
 
@@ -266,7 +267,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     another site than their page's get their priority multiplied, where the crawl's results
     are written (:meth:`observe_result`), by their site's and their link group's learnt lift:
     the link evidence, learnt on the sites already walked, otherwise keeps the crawl on its
-    first sites.
+    first sites. Every link's priority is also multiplied by what the crawl has learnt of its
+    URL shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and
+    the share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
+    embedded crawl, else when it is queued.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
     group of their own, at their evidence x their link-text P instead of 0: hubs judged
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
@@ -284,7 +288,7 @@ class LearnedTunnelling(JointLinkSimilarity):
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
                  site_optimism: float | None = None, redirect_waste: bool = False,
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
-                 **base: Any) -> None:
+                 shape_harvest: bool = False, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_share = tunnel_share
         self.tunnel_weight = tunnel_weight
@@ -295,17 +299,21 @@ class LearnedTunnelling(JointLinkSimilarity):
         # None: no site bandit (links to other sites are scored like the others)
         self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
         self.redirects = RedirectWaste() if redirect_waste else None
-        self.redirects_at_pop = False  # True: the runner applies them (lift_at_pop)
+        self.shapes = ShapeHarvest() if shape_harvest else None
+        self.lifts_at_pop = False  # True: the runner applies the URL lifts (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any],
                        detail: bool | None = None) -> None:
-        """The site bandit (``models.site_harvest``): learn the page's outcome, then multiply
-        the priority of each link to another site by its site's and its group's lift; every
-        link's by its URL shape's pages per request (``models.redirect_waste``)."""
-        if self.redirects is not None and self.redirects.wasted and not self.redirects_at_pop:
+        """Learn the page's outcome, then lift its links: each by its URL shape's pages per
+        request (``models.redirect_waste``) and harvest (``models.shape_harvest``) unless the
+        runner lifts URLs when they are popped; each link to another site by its site's and its
+        group's lift (the site bandit, ``models.site_harvest``)."""
+        if self.shapes is not None and relevance is not None:
+            self.shapes.observe(url, relevance >= self.relevance_threshold)
+        if not self.lifts_at_pop and (self.redirects is not None or self.shapes is not None):
             for link in links:
-                link.priority *= self.redirects.lift(link.url)
+                link.priority = min(1.0, link.priority * self.url_lift(link.url))
         if self.sites is None:
             return
         if relevance is not None:
@@ -337,8 +345,14 @@ class LearnedTunnelling(JointLinkSimilarity):
         if self.redirects is not None:
             self.redirects.observe(url, waste)
 
-    def pop_lift(self, url: str) -> float:
+    def url_lift(self, url: str) -> float:
+        """What the crawl has learnt of ``url``'s shape: its pages per request x its
+        harvest."""
         lift = 1.0 if self.redirects is None else self.redirects.lift(url)
+        return lift if self.shapes is None else lift * self.shapes.lift(url)
+
+    def pop_lift(self, url: str) -> float:
+        lift = self.url_lift(url)
         if self.tunnel_share > 0 and self.sites is not None \
                 and self.sites.group_of(url) == TUNNEL_OFF_SITE \
                 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share):
@@ -346,7 +360,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         return lift
 
     def lift_at_pop(self) -> None:
-        self.redirects_at_pop = True
+        self.lifts_at_pop = True
 
     def should_expand(self, relevance: float | None, is_target: bool) -> bool:
         """Every page, target pages too (the paper follows no link of a target page: see the

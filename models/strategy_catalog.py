@@ -63,6 +63,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        site_optimism=(None if settings.site_optimism < 0
                                       else settings.site_optimism),
                        redirect_waste=settings.redirect_waste,
+                       shape_harvest=settings.shape_harvest,
                        link_outcomes=settings.link_outcomes,
                        tunnel_share=(settings.low_priority_share
                                      if settings.tunnel_off_site else 0.0), **base)
