@@ -162,7 +162,7 @@ class Settings:
     # (its target: a second request) or 0 (a target already known) (models/redirect_waste.py)
     redirect_waste: bool = True
     # jlse: a link's priority x its URL shape's share of pages judged relevant over the
-    # crawl's, learnt during the crawl on the sites it has entered (models/shape_harvest.py)
+    # crawl's, learnt during the crawl, on the hosts that gave a relevant page (models/shape_harvest.py)
     shape_harvest: bool = True
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)

@@ -32,19 +32,21 @@ def test_a_shape_judged_irrelevant_is_lowered_and_a_good_one_kept() -> None:
     assert shapes.lift("http://a.test/business/story-99.html") > 1.0  # better than the crawl
 
 
-def test_a_path_shape_learnt_on_one_site_is_the_prior_of_another_entered_site() -> None:
+def test_a_path_shape_learnt_on_one_site_is_the_prior_of_another_site_that_paid() -> None:
     shapes = ShapeHarvest()
     _stories_and_listings(shapes, "a.test")
-    shapes.observe("http://b.test/", relevant=False)  # b entered: its home page judged
-    crawl = _crawl_harvest(11, 6)
+    shapes.observe("http://b.test/", relevant=True)  # b has given a relevant page
+    crawl = _crawl_harvest(11, 7)
     path = PRIOR_PATH_PAGES * crawl / (4 + PRIOR_PATH_PAGES)
     assert shapes.lift("http://b.test/business/index2.html") == pytest.approx(path / crawl)
 
 
-def test_a_site_not_entered_is_left_to_the_site_bandit() -> None:
+def test_a_site_that_has_not_paid_is_left_to_the_site_bandit() -> None:
     shapes = ShapeHarvest()
     _stories_and_listings(shapes, "a.test")
-    assert shapes.lift("http://c.test/business/index2.html") == 1.0
+    shapes.observe("http://b.test/business/story-1.html", relevant=False)
+    assert shapes.lift("http://b.test/business/index2.html") == 1.0  # entered, none relevant
+    assert shapes.lift("http://c.test/business/index2.html") == 1.0  # not entered
     assert ShapeHarvest().lift("http://a.test/anything") == 1.0  # nothing judged yet
 
 
