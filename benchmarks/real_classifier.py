@@ -14,6 +14,12 @@ jlse --budget 1000 --checkpoints 250,500,1000 --out runs/ceiling``) with every t
 page relevance replaced by the ground truth (1 for a page of the topic, 0 otherwise, matched
 by the page's text): the efficiency the link ranking reaches when the classifier makes no
 mistake. Pages whose text is not the real web's (none on this web) keep the model's score.
+
+``replay OUT``: the pages each ``jlse`` crawl of a ``jlse eval --web real|newswire --out OUT``
+fetched, judged again in fetch order by a fresh topic model with self-training, as the crawl
+judged them (seconds, not a crawl): per topic the precision and recall of the judgements
+against the labels and the AUC of the self-trained classifier's log-odds. A bench for the
+classifier alone: change it, replay, compare.
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from jlse.eval import fetched_urls, load_truth
+from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.topic_model import TopicModel
+from jlse.sandbox.newswire.web import build_newswire_web
 from jlse.sandbox.realweb.web import RealWeb, build_real_web
+from jlse.scheduler.urls import host_of
 from jlse.topic import build_topic_model, load_topic
 from jlse.workers.charset import decode_html
 from jlse.workers.parser import parse_html
@@ -105,12 +115,54 @@ def ceiling(eval_args: list[str]) -> int:
     return main(["eval", "--web", "real", *eval_args])
 
 
+def replay(out: Path, strategy: str) -> None:
+    if not (out / "truth.jsonl").is_file():
+        sys.exit(f"{out}: not the --out directory of a jlse eval (no truth.jsonl)")
+    truth = load_truth(out / "truth.jsonl")
+    crawls = sorted(path for path in out.iterdir() if (path / strategy / "crawl.db").is_file())
+    if not crawls:
+        sys.exit(f"{out}: no {strategy} crawl (expected TOPIC/{strategy}/crawl.db)")
+    newswire = host_of(next(iter(truth.topic_of))).endswith(".wire")
+    web = build_newswire_web() if newswire else build_real_web()
+    print(f"{'topic':12s} {'pages':>5s} {'precision':>9s} {'recall':>6s} {'AUC':>5s}")
+    for crawl in crawls:
+        model = build_topic_model(load_topic(out / "topics" / crawl.name))
+        judge = SelfTrainedRelevance.of(model)
+        if judge is None:
+            print(f"{crawl.name:12s} no self-training (no keywords or not an NB)")
+            continue
+        scores, labels = [], []
+        for url in fetched_urls(crawl / strategy / "crawl.db"):
+            body = web.page_bytes(url)
+            if body is None:
+                continue  # a redirect or an error: no page judged
+            html, _ = decode_html(body, None)
+            scores.append(judge.relevance(page_text(parse_html(html, url))))
+            labels.append(truth.is_relevant(url, crawl.name))
+        print(_judgement_line(crawl.name, np.array(scores, dtype=float),
+                              np.array(labels, dtype=bool), model))
+
+
+def _judgement_line(topic: str, scores: np.ndarray, labels: np.ndarray,
+                    model: TopicModel) -> str:
+    judged = scores >= model.relevance_threshold
+    precision = (judged & labels).sum() / max(1, judged.sum())
+    recall = (judged & labels).sum() / max(1, labels.sum())
+    clipped = np.clip(scores, 1e-15, 1 - 1e-15)
+    auc = (roc_auc_score(labels, np.log(clipped) - np.log1p(-clipped))
+           if 0 < labels.mean() < 1 else float("nan"))
+    return f"{topic:12s} {len(scores):5d} {precision:9.3f} {recall:6.3f} {auc:5.3f}"
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     matrix = sub.add_parser("confusion", help="each topic's classifier over the whole web")
     matrix.add_argument("--negatives", choices=("random", "stratified"), default="random")
     sub.add_parser("ceiling", help="jlse eval --web real with a classifier that knows the labels")
+    again = sub.add_parser("replay", help="a jlse eval's crawls' pages judged again, offline")
+    again.add_argument("out", type=Path, help="the --out directory of a jlse eval")
+    again.add_argument("--strategy", default="jlse", help="whose crawls (default: jlse)")
     known, rest = parser.parse_known_args(argv)
     known.eval_args = rest
     return known
@@ -120,5 +172,8 @@ if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
     if args.command == "confusion":
         confusion(args.negatives)
+        sys.exit(0)
+    if args.command == "replay":
+        replay(args.out, args.strategy)
         sys.exit(0)
     sys.exit(ceiling(args.eval_args))
