@@ -60,8 +60,8 @@ def test_labels_come_from_the_sample_model_and_both_views(blind_topic) -> None:
     rng = random.Random(8)
     assert learner._label(0.2, _page(METALS, rng)) == 0  # the NB says no: irrelevant
     assert learner._label(0.8, _page(METALS, rng)) == 1  # both say yes
-    assert learner._label(0.8, _page(SOFTS, rng)) == 0  # no keyword, NB not confident
-    assert learner._label(0.95, _page(SOFTS, rng)) is None  # no keyword, NB confident: no label
+    assert learner._label(0.8, _page(SOFTS, rng)) == 0  # no keyword: irrelevant
+    assert learner._label(0.99, _page(SOFTS, rng)) == 0  # however sure the NB is
 
 
 def test_refit_equals_a_fit_on_samples_and_pages(blind_topic) -> None:
