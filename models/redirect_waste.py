@@ -48,12 +48,12 @@ class RedirectWaste:
                 self._shapes.add(shape, 1.0, waste)
             self.wasted += waste
 
-    def lift(self, url: str) -> float:
+    def lift(self, url: str, shapes: tuple[str, str] | None = None) -> float:
         """The pages per request of the shape of ``url`` (module docstring); 1.0 while no
-        request fell short."""
+        request fell short. ``shapes``: ``url_shapes(url)`` when the caller has them."""
         if not self.wasted:
             return 1.0
-        host_shape, path_shape = url_shapes(url)
+        host_shape, path_shape = shapes or url_shapes(url)
         requests, waste = self._shapes.get(path_shape)
         path_yield = 1.0 - waste / (requests + 1.0)
         requests, waste = self._shapes.get(host_shape)

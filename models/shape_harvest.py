@@ -24,14 +24,11 @@ from __future__ import annotations
 
 import threading
 
+from jlse.models.site_harvest import site_of
 from jlse.models.url_shapes import MAX_SHAPES, ShapeCounts, url_shapes
 
 PRIOR_PATH_PAGES = 1.0  # B: the crawl's harvest as a path shape's prior, in pages
 PRIOR_HOST_PAGES = 2.0  # A: a path shape's harvest as a host's shape's prior, in pages
-
-
-def _host(url: str) -> str:
-    return (url.partition("//")[2] or url).partition("/")[0].partition("#")[0].lower()
 
 
 class ShapeHarvest:
@@ -48,17 +45,18 @@ class ShapeHarvest:
         with self._lock:
             for shape in url_shapes(url):
                 self._shapes.add(shape, 1.0, float(relevant))
-            self._hosts.add(_host(url), 1.0, float(relevant))
+            self._hosts.add(site_of(url), 1.0, float(relevant))
             self._crawl[0] += 1
             self._crawl[1] += int(relevant)
 
-    def lift(self, url: str) -> float:
+    def lift(self, url: str, shapes: tuple[str, str] | None = None) -> float:
         """The harvest of the shape of ``url`` over the crawl's (module docstring); 1.0 on a
-        host none of whose pages has been judged relevant."""
-        if self._hosts.get(_host(url))[1] == 0:
+        host none of whose pages has been judged relevant. ``shapes``: ``url_shapes(url)``
+        when the caller has them."""
+        if self._hosts.get(site_of(url))[1] == 0:
             return 1.0
         crawl = (self._crawl[1] + 1.0) / (self._crawl[0] + 2.0)
-        host_shape, path_shape = url_shapes(url)
+        host_shape, path_shape = shapes or url_shapes(url)
         pages, relevant = self._shapes.get(path_shape)
         path_harvest = (relevant + PRIOR_PATH_PAGES * crawl) / (pages + PRIOR_PATH_PAGES)
         pages, relevant = self._shapes.get(host_shape)

@@ -37,6 +37,7 @@ from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.shape_harvest import ShapeHarvest
 from jlse.models.site_harvest import TUNNEL_OFF_SITE, SiteHarvest, site_of
 from jlse.models.tokenizer import tokenize
+from jlse.models.url_shapes import url_shapes
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
 # (anchors, contexts) of a page's links -> P(relevant | anchor + context) of each
@@ -348,8 +349,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     def url_lift(self, url: str) -> float:
         """What the crawl has learnt of ``url``'s shape: its pages per request x its
         harvest."""
-        lift = 1.0 if self.redirects is None else self.redirects.lift(url)
-        return lift if self.shapes is None else lift * self.shapes.lift(url)
+        shapes = url_shapes(url) if self.redirects is not None and self.shapes is not None \
+            else None  # both read them: made once
+        lift = 1.0 if self.redirects is None else self.redirects.lift(url, shapes)
+        return lift if self.shapes is None else lift * self.shapes.lift(url, shapes)
 
     def pop_lift(self, url: str) -> float:
         lift = self.url_lift(url)
