@@ -100,6 +100,71 @@ def test_refits_every_so_many_labelled_pages(blind_topic, monkeypatch) -> None:
     assert learner.current is not learner.base
 
 
+def _undecided(rng: random.Random, words: list[str]) -> str:
+    """A page the two views disagree on: the sample NB judges it relevant (the samples know
+    none of its own words), and it holds a keyword, too few for the VSM."""
+    return _page(words, rng) + " copper"
+
+
+def _cotraining_crawl(learner: SelfTrainedRelevance, rng: random.Random,
+                      undecided_words: list[str], pages: int = 30) -> None:
+    for i in range(pages):
+        learner.relevance(_page(METALS, rng))
+        learner.relevance(_undecided(rng, undecided_words))
+        if i < 3:
+            learner.relevance(_page(SOFTS, rng))  # no keyword: a pseudo-negative
+    while learner._since_refit:  # end on a refit: it has judged every undecided page
+        learner.relevance(_page(METALS, rng))
+
+
+def test_undecided_pages_judged_irrelevant_teach_only_the_crawls_nb(blind_topic, monkeypatch) -> None:
+    monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    learner = SelfTrainedRelevance.of(blind_topic)
+    rng = random.Random(4)
+    assert blind_topic.relevance(_undecided(rng, SOFTS)) > 0.5
+    assert learner._label(0.9, _undecided(rng, SOFTS)) is None
+    _cotraining_crawl(learner, rng, SOFTS)
+    assert len(learner.undecided) == 30
+    current, cotrained = learner.current, learner.cotrained
+    assert current is not cotrained
+    assert cotrained.predict_proba_tokens(list(learner.undecided)).max() < 0.5
+    coffee = sum(tokens.count("coffee") for tokens in learner.undecided)
+    assert coffee > 0
+
+    def counts(model, word):  # noqa: ANN001, ANN202
+        return model.class_counts_[:, model.vectorizer_.vocabulary_[word]]
+    # the crawl's NB = the co-trained NB + the undecided pages, as irrelevant pages
+    assert counts(current, "coffee")[0] == counts(cotrained, "coffee")[0] + coffee
+    assert counts(current, "coffee")[1] == counts(cotrained, "coffee")[1]
+    assert np.array_equal(current.class_counts_[1, :cotrained.class_counts_.shape[1]],
+                          cotrained.class_counts_[1])
+
+
+def test_undecided_pages_judged_relevant_teach_nothing(blind_topic, monkeypatch) -> None:
+    monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    learner = SelfTrainedRelevance.of(blind_topic)
+    rng = random.Random(9)
+    ores = [word for word in METALS if word not in ("gold", "copper", "zinc", "smelter")]
+    _cotraining_crawl(learner, rng, ores + ["ingot"])  # metals pages with one keyword
+    assert len(learner.undecided) == 30
+    assert learner.cotrained.predict_proba_tokens(list(learner.undecided)).min() >= 0.5
+    assert "ingot" not in learner.current.vectorizer_.vocabulary_
+
+
+def test_the_oldest_undecided_pages_are_settled_past_the_words_kept(blind_topic, monkeypatch) -> None:
+    monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    monkeypatch.setattr(self_training, "MAX_WORDS", 500)
+    learner = SelfTrainedRelevance.of(blind_topic)
+    rng = random.Random(4)
+    _cotraining_crawl(learner, rng, SOFTS)
+    kept = sum(map(len, learner.undecided))
+    assert kept == learner._undecided_words <= 500
+    assert 0 < len(learner.undecided) < 30
+    assert learner.settled["coffee"] > 0  # settled as irrelevant by the co-trained NB
+    assert learner.current.class_counts_[0, learner.current.vectorizer_.vocabulary_["coffee"]] \
+        >= learner.settled["coffee"]
+
+
 def test_the_link_text_model_of_the_crawl_learns_the_class_the_samples_lack(blind_topic) -> None:
     learner = SelfTrainedRelevance.of(blind_topic)
     anchors = ["copper smelter output rises", "coffee sugar crop harvest", "football league coach"]
