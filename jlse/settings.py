@@ -164,6 +164,9 @@ class Settings:
     # jlse: a link's priority x its URL shape's share of pages judged relevant over the
     # crawl's, learnt during the crawl, on the hosts that gave a relevant page (models/shape_harvest.py)
     shape_harvest: bool = True
+    # jlse: a relevant page's link to the home page of a site the crawl has not entered is
+    # ranked by the page's weight x the site bandit's lift, not by its anchor (a site's name)
+    site_entries: bool = True
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
     link_outcomes: bool = False

@@ -51,6 +51,13 @@ def site_of(url: str) -> str:
     return rest.partition("/")[0].partition("?")[0].partition("#")[0].lower()
 
 
+def is_home(url: str) -> bool:
+    """Whether a canonical URL is its site's home page (path ``/`` or ``/index.html``, no query)."""
+    rest = url.partition("//")[2]
+    path = rest.partition("/")[2].partition("#")[0]
+    return path in ("", "index.html")
+
+
 class SiteHarvest:
     """Observed harvest per site and per link group, and the lift a link to a site gets."""
 
@@ -111,6 +118,10 @@ class SiteHarvest:
     def group_of(self, url: str) -> int:
         """The group a ranked, not yet fetched URL was offered in (0: none known)."""
         return self._pending.get(url, 0)
+
+    def entered(self, site: str) -> bool:
+        """Whether a detail page of ``site`` has been fetched (hub pages do not enter a site)."""
+        return self._fetched.get(site, 0) > 0
 
     def harvest(self, site: str) -> float:
         """The site's harvest estimate without optimism."""

@@ -35,7 +35,7 @@ from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.shape_harvest import ShapeHarvest
-from jlse.models.site_harvest import TUNNEL_OFF_SITE, SiteHarvest, site_of
+from jlse.models.site_harvest import OFF_SITE, TUNNEL_OFF_SITE, SiteHarvest, is_home, site_of
 from jlse.models.tokenizer import tokenize
 from jlse.models.url_shapes import url_shapes
 
@@ -268,7 +268,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     another site than their page's get their priority multiplied, where the crawl's results
     are written (:meth:`observe_result`), by their site's and their link group's learnt lift:
     the link evidence, learnt on the sites already walked, otherwise keeps the crawl on its
-    first sites. Every link's priority is also multiplied by what the crawl has learnt of its
+    first sites. A relevant page's link to the home page of a site the crawl has not entered
+    (``site_entries``) is ranked by the page's weight x that lift alone: its anchor is the
+    site's name and its evidence was learnt on other sites, so it would wait however well the
+    site pays. Every link's priority is also multiplied by what the crawl has learnt of its
     URL shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and
     the share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
     embedded crawl, else when it is queued.
@@ -289,7 +292,7 @@ class LearnedTunnelling(JointLinkSimilarity):
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
                  site_optimism: float | None = None, redirect_waste: bool = False,
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
-                 shape_harvest: bool = False, **base: Any) -> None:
+                 shape_harvest: bool = False, site_entries: bool = False, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_share = tunnel_share
         self.tunnel_weight = tunnel_weight
@@ -301,6 +304,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.sites = None if site_optimism is None else SiteHarvest(site_optimism)
         self.redirects = RedirectWaste() if redirect_waste else None
         self.shapes = ShapeHarvest() if shape_harvest else None
+        self.site_entries = site_entries
         self.lifts_at_pop = False  # True: the runner applies the URL lifts (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
@@ -309,7 +313,8 @@ class LearnedTunnelling(JointLinkSimilarity):
         """Learn the page's outcome, then lift its links: each by its URL shape's pages per
         request (``models.redirect_waste``) and harvest (``models.shape_harvest``) unless the
         runner lifts URLs when they are popped; each link to another site by its site's and its
-        group's lift (the site bandit, ``models.site_harvest``)."""
+        group's lift (the site bandit, ``models.site_harvest``), a link that enters a site at
+        least to the page's weight x that lift."""
         if self.shapes is not None and relevance is not None:
             self.shapes.observe(url, relevance >= self.relevance_threshold)
         if not self.lifts_at_pop and (self.redirects is not None or self.shapes is not None):
@@ -327,10 +332,19 @@ class LearnedTunnelling(JointLinkSimilarity):
         lifts = self.sites.offer([link.url for link in offered],
                                  [link.site_group for link in offered])
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
+        entry_weight = self.page_weight(relevance) if self.site_entries else 0.0
         for link, lift in zip(offered, lifts, strict=True):
             link.priority = min(1.0, link.priority * float(lift))
             if capped and link.site_group == TUNNEL_OFF_SITE:
                 link.priority = 0.0
+            elif entry_weight > 0 and self._enters_a_site(link):
+                link.priority = max(link.priority, min(1.0, entry_weight * float(lift)))
+
+    def _enters_a_site(self, link: Any) -> bool:
+        """A relevant page's link to the home page of a site the crawl has not entered: its
+        anchor is the site's name, and the link evidence was learnt on other sites."""
+        return (link.site_group == OFF_SITE and is_home(link.url)
+                and not self.sites.entered(site_of(link.url)))
 
     def learn_link_text(self, link_text: LinkTextFn) -> None:
         if self.link_text_relevance is not None:

@@ -9,6 +9,7 @@ from jlse.models.site_harvest import (
     PROBES,
     TUNNEL_OFF_SITE,
     SiteHarvest,
+    is_home,
     site_of,
 )
 from jlse.models.strategies import LearnedTunnelling
@@ -130,6 +131,50 @@ def test_irrelevant_pages_off_site_links_join_a_group_capped_at_its_share() -> N
     assert jlse.pop_lift(f"http://far{PROBES + 3}.test/") == 0.0  # queued before: held at pop
     assert score(jlse, "http://hub.test/h", ["http://late.test/"], relevance=0.1).tolist() == [0.0]
     assert jlse.pop_lift("http://home.test/p99") == 1.0  # other links are not capped
+
+
+def _entries_crawl(site_entries: bool) -> LearnedTunnelling:
+    jlse = LearnedTunnelling(FixedEvidence(0.01), site_optimism=0.3, site_entries=site_entries)
+    for i in range(10):
+        jlse.observe_result(f"http://home.test/p{i}", 0.99 if i < 8 else 0.01, [])
+    jlse.observe_result("http://old.test/p1", 0.99, [])  # a detail page: old.test is entered
+    jlse.observe_result("http://hub.test/", 0.99, [], detail=False)  # a hub does not enter
+    return jlse
+
+
+def _written(jlse: LearnedTunnelling, page_url: str, relevance: float, urls: list[str]) -> list[float]:
+    """The links' priorities once the page (judged ``relevance``) is written."""
+    blanks = [""] * len(urls)
+    priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
+                                                    page_url=page_url)
+    groups = [0] * len(urls) if groups is None else groups
+    links = [NewLink(url, None, 2, priority=float(p), site_group=int(g))
+             for url, p, g in zip(urls, priorities, groups, strict=True)]
+    jlse.observe_result(page_url, relevance, links)
+    return [link.priority for link in links]
+
+
+def test_a_relevant_pages_link_to_the_home_of_a_site_not_entered_is_ranked_by_the_page() -> None:
+    urls = ["http://new.test/", "http://new.test/story/1", "http://old.test/",
+            "http://hub.test/index.html", "http://home.test/"]
+    entries = _written(_entries_crawl(True), "http://home.test/a", 0.99, urls)
+    plain = _written(_entries_crawl(False), "http://home.test/a", 0.99, urls)
+    assert plain[0] < 0.05  # its evidence (a site's name) says little
+    assert entries[0] > 0.5 and entries[3] > 0.5  # the bandit's lift x the page's weight
+    assert entries[1:3] == plain[1:3]  # a story of the new site, the home of an entered one
+    assert entries[4] == plain[4]  # the page's own site: left to the evidence
+    hub = _written(_entries_crawl(True), "http://home.test/b", 0.1, urls)
+    assert max(hub) == 0.0  # an irrelevant page passes nothing (tunnel share 0)
+
+
+def test_is_home() -> None:
+    assert is_home("http://a.test/") and is_home("http://a.test") and is_home("http://a.test/index.html")
+    assert not is_home("http://a.test/news/") and not is_home("http://a.test/?p=2")
+
+
+def test_site_entries_are_on_by_default(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).site_entries is True
+    assert make_strategy("jlse", Settings(site_entries=False), phone_model).site_entries is False
 
 
 def test_site_harvest_estimates() -> None:
