@@ -40,15 +40,16 @@ def crawl(sites: dict[str, tuple[int, int]], optimism: float = 0.3) -> LearnedTu
 
 
 def score(jlse: LearnedTunnelling, page_url: str, urls: list[str],
-          relevance: float = 0.99) -> np.ndarray:
-    """The priorities the links of a page get once written (the page itself not observed)."""
+          relevance: float = 0.99, judged: bool = False) -> np.ndarray:
+    """The priorities the links of a page get once written (the page itself observed with its
+    relevance when ``judged``, else not)."""
     blanks = [""] * len(urls)
     priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
                                                     page_url=page_url)
     groups = [0] * len(urls) if groups is None else groups
     links = [NewLink(url, None, 2, priority=float(p), site_group=int(g))
              for url, p, g in zip(urls, priorities, groups, strict=True)]
-    jlse.observe_result(page_url, None, links)
+    jlse.observe_result(page_url, relevance if judged else None, links)
     return np.array([link.priority for link in links])
 
 
@@ -142,28 +143,16 @@ def _entries_crawl(site_entries: bool) -> LearnedTunnelling:
     return jlse
 
 
-def _written(jlse: LearnedTunnelling, page_url: str, relevance: float, urls: list[str]) -> list[float]:
-    """The links' priorities once the page (judged ``relevance``) is written."""
-    blanks = [""] * len(urls)
-    priorities, groups = jlse.score_links_and_sites(relevance, 1, blanks, urls, blanks,
-                                                    page_url=page_url)
-    groups = [0] * len(urls) if groups is None else groups
-    links = [NewLink(url, None, 2, priority=float(p), site_group=int(g))
-             for url, p, g in zip(urls, priorities, groups, strict=True)]
-    jlse.observe_result(page_url, relevance, links)
-    return [link.priority for link in links]
-
-
 def test_a_relevant_pages_link_to_the_home_of_a_site_not_entered_is_ranked_by_the_page() -> None:
     urls = ["http://new.test/", "http://new.test/story/1", "http://old.test/",
             "http://hub.test/index.html", "http://home.test/"]
-    entries = _written(_entries_crawl(True), "http://home.test/a", 0.99, urls)
-    plain = _written(_entries_crawl(False), "http://home.test/a", 0.99, urls)
+    entries = score(_entries_crawl(True), "http://home.test/a", urls, judged=True).tolist()
+    plain = score(_entries_crawl(False), "http://home.test/a", urls, judged=True).tolist()
     assert plain[0] < 0.05  # its evidence (a site's name) says little
     assert entries[0] > 0.5 and entries[3] > 0.5  # the bandit's lift x the page's weight
     assert entries[1:3] == plain[1:3]  # a story of the new site, the home of an entered one
     assert entries[4] == plain[4]  # the page's own site: left to the evidence
-    hub = _written(_entries_crawl(True), "http://home.test/b", 0.1, urls)
+    hub = score(_entries_crawl(True), "http://home.test/b", urls, relevance=0.1, judged=True)
     assert max(hub) == 0.0  # an irrelevant page passes nothing (tunnel share 0)
 
 
