@@ -195,7 +195,10 @@ def test_search_client_rate_limit(server):
     assert time.monotonic() - started >= 4 / 4.0 - 0.02
     arrivals = [entry.t for entry in search_requests(server.log[mark:])]
     assert len(arrivals) == 5
-    assert min(b - a for a, b in zip(arrivals, arrivals[1:], strict=False)) >= 0.25 - 0.02
+    # the server logs arrivals, each late by its own scheduling delay on a loaded machine: the
+    # span of the five holds the client's spacing; a gap only has to show no burst (~0 s)
+    assert arrivals[-1] - arrivals[0] >= 4 / 4.0 - 0.1
+    assert min(b - a for a, b in zip(arrivals, arrivals[1:], strict=False)) >= 0.25 / 2
     client.close()
 
 
