@@ -269,9 +269,9 @@ class LearnedTunnelling(JointLinkSimilarity):
     are written (:meth:`observe_result`), by their site's and their link group's learnt lift:
     the link evidence, learnt on the sites already walked, otherwise keeps the crawl on its
     first sites. A relevant page's link to the home page of a site the crawl has not entered
-    (``site_entries``) is ranked by the page's weight x that lift alone: its anchor is the
-    site's name and its evidence was learnt on other sites, so it would wait however well the
-    site pays. Every link's priority is also multiplied by what the crawl has learnt of its
+    (``site_entries``) is ranked at least by the page's weight x what the bandit expects of
+    the site (its lift without the optimism): its anchor is the site's name and its evidence
+    was learnt on other sites, so it would wait however well the site pays. Every link's priority is also multiplied by what the crawl has learnt of its
     URL shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and
     the share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
     embedded crawl, else when it is queued.
@@ -314,7 +314,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         request (``models.redirect_waste``) and harvest (``models.shape_harvest``) unless the
         runner lifts URLs when they are popped; each link to another site by its site's and its
         group's lift (the site bandit, ``models.site_harvest``), a link that enters a site at
-        least to the page's weight x that lift."""
+        least to the page's weight x what the bandit expects of the site."""
         if self.shapes is not None and relevance is not None:
             self.shapes.observe(url, relevance >= self.relevance_threshold)
         if not self.lifts_at_pop and (self.redirects is not None or self.shapes is not None):
@@ -338,7 +338,8 @@ class LearnedTunnelling(JointLinkSimilarity):
             if capped and link.site_group == TUNNEL_OFF_SITE:
                 link.priority = 0.0
             elif entry_weight > 0 and self._enters_a_site(link):
-                link.priority = max(link.priority, min(1.0, entry_weight * float(lift)))
+                expected = self.sites.expected_lift(site_of(link.url))
+                link.priority = max(link.priority, min(1.0, entry_weight * expected))
 
     def _enters_a_site(self, link: Any) -> bool:
         """A relevant page's link to the home page of a site the crawl has not entered: its

@@ -146,10 +146,15 @@ def _entries_crawl(site_entries: bool) -> LearnedTunnelling:
 def test_a_relevant_pages_link_to_the_home_of_a_site_not_entered_is_ranked_by_the_page() -> None:
     urls = ["http://new.test/", "http://new.test/story/1", "http://old.test/",
             "http://hub.test/index.html", "http://home.test/"]
-    entries = score(_entries_crawl(True), "http://home.test/a", urls, judged=True).tolist()
+    jlse = _entries_crawl(True)
+    entries = score(jlse, "http://home.test/a", urls, judged=True).tolist()
     plain = score(_entries_crawl(False), "http://home.test/a", urls, judged=True).tolist()
     assert plain[0] < 0.05  # its evidence (a site's name) says little
-    assert entries[0] > 0.5 and entries[3] > 0.5  # the bandit's lift x the page's weight
+    assert entries[0] > 0.5 and entries[3] > 0.5
+    # the page's weight x what the bandit expects of a site not entered (no optimism)
+    assert entries[0] == pytest.approx(jlse.page_weight(0.99) * jlse.sites.expected_lift("new.test"))
+    assert jlse.sites.expected_lift("new.test") == pytest.approx(
+        jlse.sites.new_site_harvest() / jlse.sites.crawl_harvest())
     assert entries[1:3] == plain[1:3]  # a story of the new site, the home of an entered one
     assert entries[4] == plain[4]  # the page's own site: left to the evidence
     hub = score(_entries_crawl(True), "http://home.test/b", urls, relevance=0.1, judged=True)
