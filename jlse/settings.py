@@ -165,7 +165,7 @@ class Settings:
     # crawl's, learnt during the crawl, on the hosts that gave a relevant page (models/shape_harvest.py)
     shape_harvest: bool = True
     # jlse: a relevant page's link to the home page of a site the crawl has not entered is
-    # ranked by the page's weight x the site bandit's lift, not by its anchor (a site's name)
+    # ranked by the page's weight x what the site bandit expects of it, not by its anchor
     site_entries: bool = True
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
