@@ -23,7 +23,7 @@ relevant so far):
   links of group g, a uniform prior. One group holds the links to other sites of pages judged
   relevant, another those of pages judged irrelevant (hubs, aggregators:
   ``LearnedTunnelling``'s ``tunnel_share``), held to a share of the pages fetched
-  (:meth:`SiteHarvest.over_share`).
+  (:meth:`SiteHarvest.over_share`) and not lifted by its harvest (:meth:`SiteHarvest.group_lift`).
 
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
@@ -108,6 +108,14 @@ class SiteHarvest:
         """The share of relevant pages among those fetched through links of ``group``."""
         return _rate(self._groups.get(group, [0, 0]))
 
+    def group_lift(self, group: int, crawl: float) -> float:
+        """γ_g / ρ; 1 for the tunnel group, which its share bounds instead: learnt on its first
+        pages (a portal's company links), its harvest held every later tunnel link below the
+        crawl's level, the links to a topic's journals too (issue 27's twelfth round)."""
+        if group == TUNNEL_OFF_SITE:
+            return 1.0
+        return self.group_harvest(group) / crawl
+
     def over_share(self, group: int, share: float) -> bool:
         """Whether the pages fetched through ``group`` exceed ``share`` of the crawl's pages
         (the first ``PROBES`` excepted)."""
@@ -139,12 +147,13 @@ class SiteHarvest:
         return (self._relevant.get(site, 0) + self.prior_pages * prior) / (fetched + self.prior_pages)
 
     def offer(self, urls: Sequence[str], groups: Sequence[int]) -> np.ndarray:
-        """The lift of each link, U(site) / ρ x γ_group / ρ, counting it as an offer to its
-        site; its URL is remembered until fetched, for its group's harvest."""
+        """The lift of each link, U(site) / ρ x its group's lift (:meth:`group_lift`), counting
+        it as an offer to its site; its URL is remembered until fetched, for its group's
+        harvest."""
         lifts = np.empty(len(urls))
         with self._lock:
             prior, crawl = self.new_site_harvest(), self.crawl_harvest()
-            group_lifts = {group: self.group_harvest(group) / crawl for group in set(groups)}
+            group_lifts = {group: self.group_lift(group, crawl) for group in set(groups)}
             for i, (url, group) in enumerate(zip(urls, groups, strict=True)):
                 site = site_of(url)
                 fetched = self._fetched.get(site, 0)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jlse.models.site_harvest import (
+    OFF_SITE,
     PROBES,
     TUNNEL_OFF_SITE,
     SiteHarvest,
@@ -169,6 +170,21 @@ def test_is_home() -> None:
 def test_site_entries_are_on_by_default(phone_model) -> None:
     assert make_strategy("jlse", Settings(), phone_model).site_entries is True
     assert make_strategy("jlse", Settings(site_entries=False), phone_model).site_entries is False
+
+
+def test_the_tunnel_group_is_held_to_its_share_not_lifted_by_its_harvest() -> None:
+    sites = SiteHarvest(0.3)
+    for i in range(10):
+        sites.observe(f"http://home.test/p{i}", True)
+    sites.offer(["http://a.test/x", "http://b.test/y"], [TUNNEL_OFF_SITE, OFF_SITE])
+    sites.observe("http://a.test/x", False)  # each group's first page: irrelevant
+    sites.observe("http://b.test/y", False)
+    crawl = sites.crawl_harvest()
+    assert sites.group_harvest(TUNNEL_OFF_SITE) == sites.group_harvest(OFF_SITE) < crawl
+    assert sites.group_lift(TUNNEL_OFF_SITE, crawl) == 1.0
+    assert sites.group_lift(OFF_SITE, crawl) == pytest.approx(sites.group_harvest(OFF_SITE) / crawl)
+    tunnel, off_site = sites.offer(["http://c.test/", "http://d.test/"], [TUNNEL_OFF_SITE, OFF_SITE])
+    assert tunnel / off_site == pytest.approx(crawl / sites.group_harvest(OFF_SITE))
 
 
 def test_site_harvest_estimates() -> None:
