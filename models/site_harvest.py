@@ -134,8 +134,7 @@ class SiteHarvest:
     def expected_lift(self, site: str) -> float:
         """The site's harvest estimate over the crawl's, without optimism: for a site not
         entered, the share of the sites entered whose first page was relevant over ρ."""
-        with self._lock:
-            return self._mean(site, self.new_site_harvest()) / self.crawl_harvest()
+        return self.harvest(site) / self.crawl_harvest()
 
     def harvest(self, site: str) -> float:
         """The site's harvest estimate without optimism."""

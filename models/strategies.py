@@ -271,10 +271,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     first sites. A relevant page's link to the home page of a site the crawl has not entered
     (``site_entries``) is ranked at least by the page's weight x what the bandit expects of
     the site (its lift without the optimism): its anchor is the site's name and its evidence
-    was learnt on other sites, so it would wait however well the site pays. Every link's priority is also multiplied by what the crawl has learnt of its
-    URL shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and
-    the share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
-    embedded crawl, else when it is queued.
+    was learnt on other sites, so it would wait however well the site pays. Every link's
+    priority is also multiplied by what the crawl has learnt of its URL shape
+    (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and the share
+    of its pages judged relevant (``models.shape_harvest``), when it is popped in the embedded
+    crawl, else when it is queued.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
     group of their own, at their evidence x their link-text P instead of 0: hubs judged
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
