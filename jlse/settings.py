@@ -167,6 +167,9 @@ class Settings:
     # jlse: a relevant page's link to the home page of a site the crawl has not entered is
     # ranked by the page's weight x what the site bandit expects of it, not by its anchor
     site_entries: bool = True
+    # jlse: a relevant page's link to a site with no page judged relevant yet is not lowered by
+    # the site's harvest, held to low_priority_share of the pages fetched (models/site_harvest.py)
+    site_prospects: bool = True
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
     link_outcomes: bool = False

@@ -25,6 +25,12 @@ relevant so far):
   ``LearnedTunnelling``'s ``tunnel_share``), held to a share of the pages fetched
   (:meth:`SiteHarvest.over_share`) and not lifted by its harvest (:meth:`SiteHarvest.group_lift`).
 
+A relevant page's link to a site with no detail page judged relevant yet is a *prospect*
+(``site_prospects``, :meth:`SiteHarvest.prospect`) until a page of the site has been fetched
+as one: the strategy keeps its lift at 1 or above, so a site whose first pages were hubs or
+off the topic gets one of its links tried on its evidence, and its outcome counts in a group
+of its own, held to a share of the pages fetched.
+
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
 pages it writes itself. A lock guards a few dict updates per page.
@@ -41,6 +47,7 @@ import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
 OFF_SITE, TUNNEL_OFF_SITE = 1, 3  # the link groups (``NewLink.site_group``)
+PROSPECT = 4  # the off-site links taken as prospects (:meth:`SiteHarvest.take_as_prospect`)
 PROBES = 5  # pages a group may take before its share is held to (:meth:`SiteHarvest.over_share`)
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 
@@ -74,6 +81,7 @@ class SiteHarvest:
         self._entered = [0, 0]  # sites entered (first page fetched), first page relevant
         self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
         self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
+        self._tried: set[str] = set()  # sites a page was fetched from as a prospect
 
     def observe(self, url: str, relevant: bool, of_site: bool = True) -> None:
         """A page of ``url``'s site was fetched and judged (relevant or not); ``of_site``
@@ -84,6 +92,8 @@ class SiteHarvest:
             group = self._pending.pop(url, None)
             if group is not None:
                 counts.append(self._groups.setdefault(group, [0, 0]))
+                if group == PROSPECT:
+                    self._tried.add(site)
             if of_site:
                 fetched = self._fetched.get(site, 0)
                 self._fetched[site] = fetched + 1
@@ -130,6 +140,17 @@ class SiteHarvest:
     def entered(self, site: str) -> bool:
         """Whether a detail page of ``site`` has been fetched (hub pages do not enter a site)."""
         return self._fetched.get(site, 0) > 0
+
+    def prospect(self, site: str) -> bool:
+        """Whether ``site`` is still a prospect: no detail page of it judged relevant yet (a
+        relevant site found), and no page of it fetched as a prospect (one try per site)."""
+        return self._relevant.get(site, 0) == 0 and site not in self._tried
+
+    def take_as_prospect(self, url: str) -> None:
+        """Count the outcome of ranked ``url`` in the prospects' group, not in its own."""
+        with self._lock:
+            self._pending[url] = PROSPECT
+            self._pending.move_to_end(url)
 
     def expected_lift(self, site: str) -> float:
         """The site's harvest estimate over the crawl's, without optimism: for a site not

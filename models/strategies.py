@@ -35,7 +35,14 @@ from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.shape_harvest import ShapeHarvest
-from jlse.models.site_harvest import OFF_SITE, TUNNEL_OFF_SITE, SiteHarvest, is_home, site_of
+from jlse.models.site_harvest import (
+    OFF_SITE,
+    PROSPECT,
+    TUNNEL_OFF_SITE,
+    SiteHarvest,
+    is_home,
+    site_of,
+)
 from jlse.models.tokenizer import tokenize
 from jlse.models.url_shapes import url_shapes
 
@@ -271,11 +278,14 @@ class LearnedTunnelling(JointLinkSimilarity):
     first sites. A relevant page's link to the home page of a site the crawl has not entered
     (``site_entries``) is ranked at least by the page's weight x what the bandit expects of
     the site (its lift without the optimism): its anchor is the site's name and its evidence
-    was learnt on other sites, so it would wait however well the site pays. Every link's
-    priority is also multiplied by what the crawl has learnt of its URL shape
-    (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and the share
-    of its pages judged relevant (``models.shape_harvest``), when it is popped in the embedded
-    crawl, else when it is queued.
+    was learnt on other sites, so it would wait however well the site pays. A relevant page's
+    link to a site where no relevant page has been found yet (``prospect_share`` > 0) is not
+    lowered by the site's lift, until a page of the site has been fetched so, while such
+    links have taken less than that share of the pages: the first relevant page found there
+    is a relevant site found (issue 27's thirteenth round). Every link's priority is also multiplied by what the crawl has learnt of its URL
+    shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and the
+    share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
+    embedded crawl, else when it is queued.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
     group of their own, at their evidence x their link-text P instead of 0: hubs judged
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
@@ -293,9 +303,11 @@ class LearnedTunnelling(JointLinkSimilarity):
                  link_text_weight: float = 0.0, relevance_exponent: float = 1.0,
                  site_optimism: float | None = None, redirect_waste: bool = False,
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
-                 shape_harvest: bool = False, site_entries: bool = False, **base: Any) -> None:
+                 shape_harvest: bool = False, site_entries: bool = False,
+                 prospect_share: float = 0.0, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.tunnel_share = tunnel_share
+        self.prospect_share = prospect_share
         self.tunnel_weight = tunnel_weight
         self.relevance_exponent = relevance_exponent
         self.section_links = section_links
@@ -333,14 +345,25 @@ class LearnedTunnelling(JointLinkSimilarity):
         lifts = self.sites.offer([link.url for link in offered],
                                  [link.site_group for link in offered])
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
+        prospects = self.prospect_share > 0 and \
+            not self.sites.over_share(PROSPECT, self.prospect_share)
         entry_weight = self.page_weight(relevance) if self.site_entries else 0.0
         for link, lift in zip(offered, lifts, strict=True):
+            if prospects and self._is_prospect(link):
+                lift = max(1.0, float(lift))
+                self.sites.take_as_prospect(link.url)
             link.priority = min(1.0, link.priority * float(lift))
             if capped and link.site_group == TUNNEL_OFF_SITE:
                 link.priority = 0.0
             elif entry_weight > 0 and self._enters_a_site(link):
                 expected = self.sites.expected_lift(site_of(link.url))
                 link.priority = max(link.priority, min(1.0, entry_weight * expected))
+
+    def _is_prospect(self, link: Any) -> bool:
+        """A relevant page's link to a site with no page judged relevant yet, not tried as a
+        prospect: the first relevant page found there is a relevant site found, which the
+        site's harvest so far (hubs, a few pages off the topic) does not tell of."""
+        return link.site_group == OFF_SITE and self.sites.prospect(site_of(link.url))
 
     def _enters_a_site(self, link: Any) -> bool:
         """A relevant page's link to the home page of a site the crawl has not entered: its

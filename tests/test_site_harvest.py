@@ -8,6 +8,7 @@ import pytest
 from jlse.models.site_harvest import (
     OFF_SITE,
     PROBES,
+    PROSPECT,
     TUNNEL_OFF_SITE,
     SiteHarvest,
     is_home,
@@ -185,6 +186,65 @@ def test_the_tunnel_group_is_held_to_its_share_not_lifted_by_its_harvest() -> No
     assert sites.group_lift(OFF_SITE, crawl) == pytest.approx(sites.group_harvest(OFF_SITE) / crawl)
     tunnel, off_site = sites.offer(["http://c.test/", "http://d.test/"], [TUNNEL_OFF_SITE, OFF_SITE])
     assert tunnel / off_site == pytest.approx(crawl / sites.group_harvest(OFF_SITE))
+
+
+def _prospects_crawl(prospect_share: float) -> LearnedTunnelling:
+    jlse = LearnedTunnelling(FixedEvidence(0.5), site_optimism=0.3, prospect_share=prospect_share)
+    for i in range(20):
+        jlse.observe_result(f"http://home.test/p{i}", 0.99, [])
+    for i in range(8):  # a site whose pages so far were all off the topic
+        jlse.observe_result(f"http://poor.test/p{i}", 0.01, [])
+    jlse.observe_result("http://proven.test/p0", 0.99, [])
+    for i in range(1, 8):  # another whose one relevant page makes it a relevant site found
+        jlse.observe_result(f"http://proven.test/p{i}", 0.01, [])
+    return jlse
+
+
+def test_a_relevant_pages_link_to_a_site_with_no_relevant_page_is_not_lowered_by_its_harvest() -> None:
+    urls = ["http://poor.test/x", "http://proven.test/x", "http://home.test/x"]
+    plain = score(_prospects_crawl(0.0), "http://home.test/a", urls)
+    jlse = _prospects_crawl(0.1)
+    prospect, proven, home = score(jlse, "http://home.test/a", urls)
+    assert plain[0] < 0.5 * prospect  # without prospects its 0 of 8 holds it down
+    assert prospect == pytest.approx(0.99 * 0.5)  # its evidence x the page's weight
+    assert proven == pytest.approx(plain[1])  # a relevant site found: its harvest rules
+    assert proven < 0.5 * prospect
+    assert home == pytest.approx(plain[2])  # the page's own site: left to the evidence
+    assert jlse.sites.group_of("http://poor.test/x") == PROSPECT
+    assert jlse.sites.group_of("http://proven.test/x") == OFF_SITE
+    hub = score(jlse, "http://home.test/h", ["http://poor.test/y"], relevance=0.1)
+    assert hub.tolist() == [0.0]  # an irrelevant page's links are no prospects
+
+
+def test_a_site_is_tried_once_as_a_prospect() -> None:
+    jlse = _prospects_crawl(0.1)
+    first = score(jlse, "http://home.test/a", ["http://poor.test/x"])[0]
+    assert score(jlse, "http://home.test/a", ["http://poor.test/y"])[0] == pytest.approx(first)
+    jlse.observe_result("http://poor.test/x", 0.01, [])  # the try: off the topic again
+    assert not jlse.sites.prospect("poor.test")
+    again = score(jlse, "http://home.test/a", ["http://poor.test/z"])[0]
+    assert again < 0.5 * first
+    assert jlse.sites.group_of("http://poor.test/z") == OFF_SITE
+    jlse.observe_result("http://fresh.test/x", 0.99, [])  # not tried: found, by any link
+    assert not jlse.sites.prospect("fresh.test") and jlse.sites.prospect("other.test")
+
+
+def test_prospects_are_held_to_their_share() -> None:
+    jlse = _prospects_crawl(0.1)
+    first = score(jlse, "http://home.test/a", ["http://poor.test/x"])[0]
+    for i in range(PROBES + 6):  # prospects fetched, all off the topic: past PROBES + 10%
+        score(jlse, "http://home.test/a", [f"http://far{i}.test/x"])
+        jlse.observe_result(f"http://far{i}.test/x", 0.01, [])
+    assert jlse.sites.over_share(PROSPECT, 0.1)
+    later = score(jlse, "http://home.test/a", ["http://poor.test/y"])[0]
+    assert later < 0.5 * first
+    assert jlse.sites.group_of("http://poor.test/y") == OFF_SITE
+
+
+def test_site_prospects_are_on_by_default_at_the_low_priority_share(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).prospect_share == 0.1
+    assert make_strategy("jlse", Settings(low_priority_share=0.2), phone_model).prospect_share == 0.2
+    assert make_strategy("jlse", Settings(site_prospects=False), phone_model).prospect_share == 0.0
 
 
 def test_site_harvest_estimates() -> None:
