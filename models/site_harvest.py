@@ -151,6 +151,8 @@ class SiteHarvest:
         with self._lock:
             self._pending[url] = PROSPECT
             self._pending.move_to_end(url)
+            if len(self._pending) > self.pending_links:
+                self._pending.popitem(last=False)
 
     def expected_lift(self, site: str) -> float:
         """The site's harvest estimate over the crawl's, without optimism: for a site not

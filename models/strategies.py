@@ -282,10 +282,11 @@ class LearnedTunnelling(JointLinkSimilarity):
     link to a site where no relevant page has been found yet (``prospect_share`` > 0) is not
     lowered by the site's lift, until a page of the site has been fetched so, while such
     links have taken less than that share of the pages: the first relevant page found there
-    is a relevant site found (issue 27's thirteenth round). Every link's priority is also multiplied by what the crawl has learnt of its URL
-    shape (:meth:`url_lift`): the pages its requests give (``models.redirect_waste``) and the
-    share of its pages judged relevant (``models.shape_harvest``), when it is popped in the
-    embedded crawl, else when it is queued.
+    is a relevant site found (issue 27's thirteenth round). Every link's priority is also
+    multiplied by what the crawl has learnt of its URL shape (:meth:`url_lift`): the pages
+    its requests give (``models.redirect_waste``) and the share of its pages judged relevant
+    (``models.shape_harvest``), when it is popped in the embedded crawl, else when it is
+    queued.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
     group of their own, at their evidence x their link-text P instead of 0: hubs judged
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
