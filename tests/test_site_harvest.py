@@ -241,10 +241,12 @@ def test_prospects_are_held_to_their_share() -> None:
     assert jlse.sites.group_of("http://poor.test/y") == OFF_SITE
 
 
-def test_site_prospects_are_on_by_default_at_the_low_priority_share(phone_model) -> None:
-    assert make_strategy("jlse", Settings(), phone_model).prospect_share == 0.1
-    assert make_strategy("jlse", Settings(low_priority_share=0.2), phone_model).prospect_share == 0.2
-    assert make_strategy("jlse", Settings(site_prospects=False), phone_model).prospect_share == 0.0
+def test_site_prospects_are_off_by_default_and_on_at_the_low_priority_share(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).prospect_share == 0.0
+    on = Settings(site_prospects=True)
+    assert make_strategy("jlse", on, phone_model).prospect_share == 0.1
+    on.low_priority_share = 0.2
+    assert make_strategy("jlse", on, phone_model).prospect_share == 0.2
 
 
 def test_site_harvest_estimates() -> None:
