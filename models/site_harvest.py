@@ -47,7 +47,7 @@ import numpy as np
 
 PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, in pages
 OFF_SITE, TUNNEL_OFF_SITE = 1, 3  # the link groups (``NewLink.site_group``)
-PROSPECT = 4  # the off-site links taken as prospects (:meth:`SiteHarvest.take_as_prospect`)
+PROSPECT = 4  # a relevant page's off-site links taken as prospects (:meth:`SiteHarvest.prospect`)
 PROBES = 5  # pages a group may take before its share is held to (:meth:`SiteHarvest.over_share`)
 PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
 
@@ -121,10 +121,12 @@ class SiteHarvest:
     def group_lift(self, group: int, crawl: float) -> float:
         """γ_g / ρ; 1 for the tunnel group, which its share bounds instead: learnt on its first
         pages (a portal's company links), its harvest held every later tunnel link below the
-        crawl's level, the links to a topic's journals too (issue 27's twelfth round)."""
+        crawl's level, the links to a topic's journals too (issue 27's twelfth round). The
+        prospects are a relevant page's off-site links: that group's lift (their share bounds
+        them, and the strategy keeps their lift at 1 or above)."""
         if group == TUNNEL_OFF_SITE:
             return 1.0
-        return self.group_harvest(group) / crawl
+        return self.group_harvest(OFF_SITE if group == PROSPECT else group) / crawl
 
     def over_share(self, group: int, share: float) -> bool:
         """Whether the pages fetched through ``group`` exceed ``share`` of the crawl's pages
@@ -145,14 +147,6 @@ class SiteHarvest:
         """Whether ``site`` is still a prospect: no detail page of it judged relevant yet (a
         relevant site found), and no page of it fetched as a prospect (one try per site)."""
         return self._relevant.get(site, 0) == 0 and site not in self._tried
-
-    def take_as_prospect(self, url: str) -> None:
-        """Count the outcome of ranked ``url`` in the prospects' group, not in its own."""
-        with self._lock:
-            self._pending[url] = PROSPECT
-            self._pending.move_to_end(url)
-            if len(self._pending) > self.pending_links:
-                self._pending.popitem(last=False)
 
     def expected_lift(self, site: str) -> float:
         """The site's harvest estimate over the crawl's, without optimism: for a site not

@@ -343,16 +343,13 @@ class LearnedTunnelling(JointLinkSimilarity):
         offered = [link for link in links if link.site_group]
         if not offered:
             return
-        lifts = self.sites.offer([link.url for link in offered],
-                                 [link.site_group for link in offered])
+        groups = self._groups(offered)
+        lifts = self.sites.offer([link.url for link in offered], groups)
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
-        prospects = self.prospect_share > 0 and \
-            not self.sites.over_share(PROSPECT, self.prospect_share)
         entry_weight = self.page_weight(relevance) if self.site_entries else 0.0
-        for link, lift in zip(offered, lifts, strict=True):
-            if prospects and self._is_prospect(link):
+        for link, group, lift in zip(offered, groups, lifts, strict=True):
+            if group == PROSPECT:
                 lift = max(1.0, float(lift))
-                self.sites.take_as_prospect(link.url)
             link.priority = min(1.0, link.priority * float(lift))
             if capped and link.site_group == TUNNEL_OFF_SITE:
                 link.priority = 0.0
@@ -360,11 +357,15 @@ class LearnedTunnelling(JointLinkSimilarity):
                 expected = self.sites.expected_lift(site_of(link.url))
                 link.priority = max(link.priority, min(1.0, entry_weight * expected))
 
-    def _is_prospect(self, link: Any) -> bool:
-        """A relevant page's link to a site with no page judged relevant yet, not tried as a
-        prospect: the first relevant page found there is a relevant site found, which the
-        site's harvest so far (hubs, a few pages off the topic) does not tell of."""
-        return link.site_group == OFF_SITE and self.sites.prospect(site_of(link.url))
+    def _groups(self, offered: list[Any]) -> list[int]:
+        """Each link's bandit group: its own, or ``PROSPECT`` for a relevant page's link to a
+        site with no page judged relevant yet, not tried as a prospect, while prospects are
+        under their share: the first relevant page found there is a relevant site found,
+        which the site's harvest so far (hubs, a few pages off the topic) does not tell of."""
+        if self.prospect_share <= 0 or self.sites.over_share(PROSPECT, self.prospect_share):
+            return [link.site_group for link in offered]
+        return [PROSPECT if link.site_group == OFF_SITE and self.sites.prospect(site_of(link.url))
+                else link.site_group for link in offered]
 
     def _enters_a_site(self, link: Any) -> bool:
         """A relevant page's link to the home page of a site the crawl has not entered: its
