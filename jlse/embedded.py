@@ -218,7 +218,8 @@ class EmbeddedCrawler:
         learnt since (``Strategy.pop_lift``: jlse's pages per request of its URL shape). When
         that falls below the best URL still queued, the URL goes back at the lower priority
         (its priority as queued kept for its next pop) and False is returned."""
-        queued = self._queued_priority.pop(task.url, task.priority)
+        # a URL found again meanwhile was raised in the frontier above its priority as queued
+        queued = max(self._queued_priority.pop(task.url, task.priority), task.priority)
         lifted = queued * self.strategy.pop_lift(task.url)
         if lifted >= task.priority:
             return True

@@ -174,6 +174,9 @@ class Settings:
     # jlse: the link-text evidence also learns from the crawl's own outcomes, which followed
     # links' anchors led to relevant pages (models/link_outcomes.py; off: no gain measured)
     link_outcomes: bool = False
+    # jlse: a link whose anchor names a page already judged (its title's first words) is ranked
+    # by that page's weight, not by its evidence and harvest lifts (models/known_titles.py)
+    known_titles: bool = True
     # jlse: an irrelevant page's links to other sites join the site bandit as a link group of
     # their own, held to low_priority_share of the pages fetched (models/site_harvest.py)
     tunnel_off_site: bool = True

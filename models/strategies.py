@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
+from jlse.models.known_titles import KnownTitles
 from jlse.models.link_outcomes import LinkOutcomes
 from jlse.models.link_tokens import anchor_tokens, link_texts, text_tokens
 from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.shape_harvest import ShapeHarvest
 from jlse.models.site_harvest import (
     OFF_SITE,
+    PENDING_LINKS,
     PROSPECT,
     TUNNEL_OFF_SITE,
     SiteHarvest,
@@ -45,6 +47,7 @@ from jlse.models.site_harvest import (
 )
 from jlse.models.tokenizer import tokenize
 from jlse.models.url_shapes import url_shapes
+from jlse.records import NewLink
 
 SimilarityFn = Callable[[Sequence[str]], np.ndarray]
 # (anchors, contexts) of a page's links -> P(relevant | anchor + context) of each
@@ -153,12 +156,13 @@ class Strategy(ABC):
         return None
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any],
-                       detail: bool | None = None) -> None:
+                       detail: bool | None = None, title: str = "") -> None:
         """Called where the crawl's results are written (the embedded crawl's process, which
         sees every page; in distributed mode the worker that wrote it), before its links
         (``NewLink``) are queued: a strategy with a site bandit learns the page's outcome and
         sets the priority of the links with a site group (or drops them). The others ignore it.
-        ``detail``: whether the page is a detail page by its structure (None: not known)."""
+        ``detail``: whether the page is a detail page by its structure (None: not known);
+        ``title``: the page's title."""
         return None
 
 
@@ -305,8 +309,11 @@ class LearnedTunnelling(JointLinkSimilarity):
                  site_optimism: float | None = None, redirect_waste: bool = False,
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
                  shape_harvest: bool = False, site_entries: bool = False,
-                 prospect_share: float = 0.0, **base: Any) -> None:
+                 prospect_share: float = 0.0, known_titles: bool = False,
+                 **base: Any) -> None:
         super().__init__(evaluator, **base)
+        self.titles = KnownTitles() if known_titles else None
+        self._named: OrderedDict[str, None] = OrderedDict()  # queued links ranked by a title
         self.tunnel_share = tunnel_share
         self.prospect_share = prospect_share
         self.tunnel_weight = tunnel_weight
@@ -323,12 +330,39 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
     def observe_result(self, url: str, relevance: float | None, links: list[Any],
-                       detail: bool | None = None) -> None:
+                       detail: bool | None = None, title: str = "") -> None:
         """Learn the page's outcome, then lift its links: each by its URL shape's pages per
         request (``models.redirect_waste``) and harvest (``models.shape_harvest``) unless the
         runner lifts URLs when they are popped; each link to another site by its site's and its
         group's lift (the site bandit, ``models.site_harvest``), a link that enters a site at
-        least to the page's weight x what the bandit expects of the site."""
+        least to the page's weight x what the bandit expects of the site; last, a link whose
+        anchor names a page already judged by that page's weight (``models.known_titles``)."""
+        self._lift_links(url, relevance, links, detail)
+        if self.titles is None or relevance is None:
+            return
+        self.titles.fetched(url)
+        weight = self.page_weight(relevance)
+        self.titles.observe(title, weight)
+        for link, known in zip(links, self.titles.name(links), strict=True):
+            if not np.isnan(known):
+                self._name(link, float(known))
+        if weight > 0:  # the links queued before, which name this page: raised
+            links.extend(self._name(NewLink(url, parent, depth), weight)
+                         for url, parent, depth in self.titles.named_by(title))
+
+    def _name(self, link: Any, weight: float) -> Any:
+        """Rank a link whose anchor names a judged page by that page's weight (times its URL
+        shape's pages per request where the runner does not lift at pop)."""
+        waste = 1.0 if self.lifts_at_pop or self.redirects is None \
+            else self.redirects.lift(link.url)
+        link.priority = min(1.0, weight * waste)
+        self._named[link.url] = None
+        if len(self._named) > PENDING_LINKS:
+            self._named.popitem(last=False)
+        return link
+
+    def _lift_links(self, url: str, relevance: float | None, links: list[Any],
+                    detail: bool | None) -> None:
         if self.shapes is not None and relevance is not None:
             self.shapes.observe(url, relevance >= self.relevance_threshold)
         if not self.lifts_at_pop and (self.redirects is not None or self.shapes is not None):
@@ -396,6 +430,8 @@ class LearnedTunnelling(JointLinkSimilarity):
         return lift if self.shapes is None else lift * self.shapes.lift(url, shapes)
 
     def pop_lift(self, url: str) -> float:
+        if url in self._named:  # ranked by a judged page's weight: only its pages per request
+            return 1.0 if self.redirects is None else self.redirects.lift(url)
         lift = self.url_lift(url)
         if self.tunnel_share > 0 and self.sites is not None \
                 and self.sites.group_of(url) == TUNNEL_OFF_SITE \

@@ -68,6 +68,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        prospect_share=(settings.low_priority_share
                                        if settings.site_prospects else 0.0),
                        link_outcomes=settings.link_outcomes,
+                       known_titles=settings.known_titles,
                        tunnel_share=(settings.low_priority_share
                                      if settings.tunnel_off_site else 0.0), **base)
         return cls(evaluator, **base)

@@ -122,6 +122,34 @@ def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
     assert [priority for _, priority in started[3:]] == pytest.approx([0.9 * 0.05] * 3)
 
 
+class _HalvesShortLinks(BreadthFirst):
+    def pop_lift(self, url: str) -> float:
+        return 0.5 if "/s/" in url else 1.0
+
+
+def test_a_url_put_back_and_found_again_higher_starts_at_its_raised_priority(tmp_path) -> None:
+    settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
+                        concurrency=1, domain_diversity=1)
+    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
+    frontier, ledger = local_backends(settings)
+    engine = build_engine(settings, store, frontier, ledger, _HalvesShortLinks(), None,
+                          robots_turn=True)
+    short = "http://w.test/s/1"
+    engine.add_links([NewLink(short, None, 0, priority=0.3)]  # popped: 0.15, put back
+                     + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.2)
+                        for i in range(3)], {})
+    started: list[str] = []
+
+    def page(task: CrawlTask) -> PageResult:
+        started.append(task.url)
+        found_again = [NewLink(short, None, 1, priority=0.9)] if task.url.endswith("story-0") \
+            else []
+        return PageResult(task, links=found_again)
+
+    _run_to_the_end(settings, engine, ThreadPagePool(page, threads=1))
+    assert started[:2] == ["http://d0.test/story-0", short]  # 0.9 x 0.5, before the stories
+
+
 def test_a_url_put_back_costs_its_host_no_delay() -> None:
     from jlse.scheduler.frontier import LocalFrontier
 

@@ -170,7 +170,7 @@ class CrawlEngine:
         task = result.task
         if result.fetch is not None:  # the site bandit learns here: this process sees every page
             self.pipeline.strategy.observe_result(task.url, result.fetch.relevance, result.links,
-                                                  detail=result.detail)
+                                                  detail=result.detail, title=result.fetch.title)
         link_hosts = sorted({host_of(link.url) for link in result.links} - {""})
         fetched_host = host_of(task.url) if result.fetch is not None else None
         domains = sorted({key for host in link_hosts for key in domain_keys(host)})
