@@ -22,17 +22,22 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-MIN_WORDS = 4  # fewer words name a section or a site ("World news", "Home"), not a page
+MIN_WORDS = 4  # fewer words name a section or a site ("World news", "Home"), not a page;
+# a Han character counts half a word (Chinese words are mostly two characters)
 MAX_TITLES = 50_000
 MAX_PENDING = 50_000
 _WORDS = re.compile(r"[\u3400-\u9fff]|[^\W_\u3400-\u9fff]+")  # a Han character is a word
 _REPLY = ("re", "fwd", "fw")
+
+
+def _long_enough(words: list[str]) -> bool:
+    han = sum(1 for word in words if len(word) == 1 and "\u3400" <= word <= "\u9fff")
+    return len(words) - han / 2 >= MIN_WORDS
 
 
 def title_words(text: str) -> list[str]:
@@ -64,7 +69,7 @@ class KnownTitles:
     def observe(self, title: str, weight: float) -> None:
         """A page titled ``title`` was judged: ``weight`` is what it passes to its links."""
         words = title_words(title)
-        if len(words) < MIN_WORDS:
+        if not _long_enough(words):
             return
         joined = " ".join(words)
         with self._lock:
@@ -84,7 +89,7 @@ class KnownTitles:
         with self._lock:
             for i, link in enumerate(links):
                 words = title_words(link.anchor_text)
-                if len(words) < MIN_WORDS:
+                if not _long_enough(words):
                     continue
                 start = _start(words)
                 named = [self._weights[title] for title in self._titles.get(start, ())
@@ -104,7 +109,7 @@ class KnownTitles:
         """The remembered links whose anchors name a page titled ``title``, as (url, parent
         id, depth), forgotten now."""
         words = title_words(title)
-        if len(words) < MIN_WORDS:
+        if not _long_enough(words):
             return []
         with self._lock:
             named = [(url, *self._links[url][1:]) for url in self._urls.get(_start(words), ())

@@ -99,22 +99,32 @@ def test_first_ctrl_c_asks_the_crawl_to_stop_and_a_second_interrupts() -> None:
 
 
 class _ShortLinksWaste(BreadthFirst):
-    """As if the crawl had learnt that its short links redirect to pages it has."""
+    """As if the crawl had learnt that its short links (``/s/``) redirect to pages it has."""
+
+    def __init__(self, lift: float) -> None:
+        super().__init__()
+        self.lift = lift
 
     def pop_lift(self, url: str) -> float:
-        return 0.05 if "/s/" in url else 1.0
+        return self.lift if "/s/" in url else 1.0
 
 
-def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
+def _short_links_engine(tmp_path, lift: float, links: list[NewLink]):
+    """One URL at a time, short links' priority x ``lift`` at pop; ``links`` queued."""
     settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
                         concurrency=1, domain_diversity=1)
     store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
     frontier, ledger = local_backends(settings)
-    engine = build_engine(settings, store, frontier, ledger, _ShortLinksWaste(), None,
+    engine = build_engine(settings, store, frontier, ledger, _ShortLinksWaste(lift), None,
                           robots_turn=True)
-    engine.add_links([NewLink(f"http://w{i}.test/s/{i}", None, 0, priority=0.9) for i in range(3)]
-                     + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.5)
-                        for i in range(3)], {})
+    engine.add_links(links, {})
+    return settings, engine
+
+
+def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
+    settings, engine = _short_links_engine(
+        tmp_path, 0.05, [NewLink(f"http://w{i}.test/s/{i}", None, 0, priority=0.9) for i in range(3)]
+        + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.5) for i in range(3)])
     started: list[tuple[str, float]] = []
     _run_to_the_end(settings, engine, ThreadPagePool(
         lambda task: started.append((task.url, task.priority)) or PageResult(task), threads=1))
@@ -122,22 +132,11 @@ def test_popped_urls_are_re_ranked_by_what_was_learnt_since(tmp_path) -> None:
     assert [priority for _, priority in started[3:]] == pytest.approx([0.9 * 0.05] * 3)
 
 
-class _HalvesShortLinks(BreadthFirst):
-    def pop_lift(self, url: str) -> float:
-        return 0.5 if "/s/" in url else 1.0
-
-
 def test_a_url_put_back_and_found_again_higher_starts_at_its_raised_priority(tmp_path) -> None:
-    settings = Settings(strategy="bfs", politeness_delay=0.0, obey_robots=False,
-                        concurrency=1, domain_diversity=1)
-    store = open_store(f"sqlite:///{tmp_path / 'crawl.db'}")
-    frontier, ledger = local_backends(settings)
-    engine = build_engine(settings, store, frontier, ledger, _HalvesShortLinks(), None,
-                          robots_turn=True)
     short = "http://w.test/s/1"
-    engine.add_links([NewLink(short, None, 0, priority=0.3)]  # popped: 0.15, put back
-                     + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.2)
-                        for i in range(3)], {})
+    settings, engine = _short_links_engine(
+        tmp_path, 0.5, [NewLink(short, None, 0, priority=0.3)]  # popped: 0.15, put back
+        + [NewLink(f"http://d{i}.test/story-{i}", None, 0, priority=0.2) for i in range(3)])
     started: list[str] = []
 
     def page(task: CrawlTask) -> PageResult:

@@ -49,6 +49,14 @@ def test_short_titles_name_nothing_and_conflicting_copies_average() -> None:
     assert math.isnan(found[0]) and found[1] == 0.5
 
 
+def test_a_han_character_counts_half_a_word() -> None:
+    titles = KnownTitles()
+    titles.observe("铜价上涨", 1.0)  # four characters: two words, too short to name a page
+    titles.observe("智利铜矿产量下降三成", 1.0)
+    found = titles.name(anchors("铜价上涨", "智利铜矿产量下降三成", "智利铜矿产量"))
+    assert math.isnan(found[0]) and found[1] == 1.0 and math.isnan(found[2])
+
+
 def test_titles_and_links_are_bounded_oldest_first() -> None:
     titles = KnownTitles(max_titles=2, max_pending=2)
     for n in range(3):
