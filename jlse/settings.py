@@ -167,6 +167,10 @@ class Settings:
     # jlse: a relevant page's link to the home page of a site the crawl has not entered is
     # ranked by the page's weight x what the site bandit expects of it, not by its anchor
     site_entries: bool = True
+    # jlse: an irrelevant page's link to the home page of a site the crawl has not entered is
+    # ranked by the share of relevant pages such links have led to x what the bandit expects
+    # of the site, within the tunnel group's share (tunnel_off_site)
+    tunnel_entries: bool = True
     # jlse: a relevant page's link to a site with no page judged relevant yet is not lowered by
     # the site's harvest, held to low_priority_share of the pages fetched (models/site_harvest.py;
     # off: more relevant sites on some topics, .002-.007 less harvest on newswire)

@@ -296,6 +296,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     irrelevant are often the only pages that link to a topic's other sites. The group takes at
     most ``tunnel_share`` of the pages fetched: past it, its links are ranked at 0 and, popped,
     wait again (:meth:`pop_lift`), so a crawl whose own links run dry does not spend itself on them.
+    Such a link to the home page of a site not entered (``tunnel_entries``) is ranked at least
+    by the group's harvest x what the bandit expects of the site: a blogroll or a portal's
+    partner list is how some sites are reached at all. A link whose anchor names a page the
+    crawl has judged (``known_titles``) is ranked by that page's weight (:meth:`observe_result`).
     Why it differs from formula (10), measured in docs/strategies.md: sharing P among the out-links
     ranks a link by how few siblings it has; and hard focus never fetches the hubs on the way
     to hub-only sites, so the crawl runs dry and G_w never learns them.
@@ -310,7 +314,7 @@ class LearnedTunnelling(JointLinkSimilarity):
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
                  shape_harvest: bool = False, site_entries: bool = False,
                  prospect_share: float = 0.0, known_titles: bool = False,
-                 **base: Any) -> None:
+                 tunnel_entries: bool = False, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.titles = KnownTitles() if known_titles else None
         self._named: OrderedDict[str, None] = OrderedDict()  # queued links ranked by a title
@@ -326,6 +330,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.redirects = RedirectWaste() if redirect_waste else None
         self.shapes = ShapeHarvest() if shape_harvest else None
         self.site_entries = site_entries
+        self.tunnel_entries = tunnel_entries
         self.lifts_at_pop = False  # True: the runner applies the URL lifts (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
@@ -380,7 +385,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         groups = self._groups(offered)
         lifts = self.sites.offer([link.url for link in offered], groups)
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
-        entry_weight = self.page_weight(relevance) if self.site_entries else 0.0
+        entry_weight = self._entry_weight(relevance)
         for link, group, lift in zip(offered, groups, lifts, strict=True):
             if group == PROSPECT:
                 lift = max(1.0, float(lift))
@@ -390,6 +395,15 @@ class LearnedTunnelling(JointLinkSimilarity):
             elif entry_weight > 0 and self._enters_a_site(link):
                 expected = self.sites.expected_lift(site_of(link.url))
                 link.priority = max(link.priority, min(1.0, entry_weight * expected))
+
+    def _entry_weight(self, relevance: float | None) -> float:
+        """What a link of this page that enters a site is ranked by, times what the bandit
+        expects of the site: a relevant page's weight (``site_entries``); for an irrelevant
+        page's (``tunnel_entries``), the share of relevant pages its link group has led to."""
+        weight = self.page_weight(relevance)
+        if weight > 0:
+            return weight if self.site_entries else 0.0
+        return self.sites.group_harvest(TUNNEL_OFF_SITE) if self.tunnel_entries else 0.0
 
     def _groups(self, offered: list[Any]) -> list[int]:
         """Each link's bandit group: its own, or ``PROSPECT`` for a relevant page's link to a
@@ -402,9 +416,9 @@ class LearnedTunnelling(JointLinkSimilarity):
                 else link.site_group for link in offered]
 
     def _enters_a_site(self, link: Any) -> bool:
-        """A relevant page's link to the home page of a site the crawl has not entered: its
-        anchor is the site's name, and the link evidence was learnt on other sites."""
-        return (link.site_group == OFF_SITE and is_home(link.url)
+        """A link to the home page of a site the crawl has not entered: its anchor is the
+        site's name, and the link evidence was learnt on other sites."""
+        return (link.site_group in (OFF_SITE, TUNNEL_OFF_SITE) and is_home(link.url)
                 and not self.sites.entered(site_of(link.url)))
 
     def learn_link_text(self, link_text: LinkTextFn) -> None:

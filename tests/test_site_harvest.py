@@ -319,3 +319,32 @@ def test_an_irrelevant_page_with_only_links_to_its_own_site_ranks_them_at_0() ->
                                                     "http://hub.test/b"], ["", ""],
                                                     page_url="http://hub.test/h")
     assert priorities.tolist() == [0.0, 0.0] and groups.tolist() == [0, 0]
+
+
+def _tunnel_entries_crawl(tunnel_entries: bool) -> LearnedTunnelling:
+    jlse = LearnedTunnelling(FixedEvidence(0.01), site_optimism=0.3, tunnel_share=0.5,
+                             link_text_relevance=lambda anchors, contexts: np.full(len(anchors), 0.1),
+                             tunnel_entries=tunnel_entries)
+    for i in range(10):  # the tunnel group has led to 4 relevant pages of 10
+        url = f"http://via{i}.test/p"
+        jlse.sites.offer([url], [TUNNEL_OFF_SITE])
+        jlse.observe_result(url, 0.99 if i < 4 else 0.01, [], detail=True)
+    jlse.observe_result("http://known.test/p1", 0.99, [], detail=True)  # known.test entered
+    return jlse
+
+
+def test_an_irrelevant_pages_link_to_the_home_of_a_site_not_entered_is_ranked_by_its_group() -> None:
+    urls = ["http://fresh.test/", "http://known.test/", "http://fresh.test/story-1.html"]
+    entering = score(_tunnel_entries_crawl(True), "http://portal.test/a", urls, relevance=0.01,
+                     judged=True)
+    plain = score(_tunnel_entries_crawl(False), "http://portal.test/a", urls, relevance=0.01,
+                  judged=True)
+    tunnels = _tunnel_entries_crawl(True)
+    expected = tunnels.sites.group_harvest(TUNNEL_OFF_SITE) * tunnels.sites.expected_lift("fresh.test")
+    assert entering[0] == pytest.approx(expected, rel=0.1) and entering[0] > 10 * plain[0]
+    assert entering[1] == pytest.approx(plain[1]) and entering[2] == pytest.approx(plain[2])
+
+
+def test_tunnel_entries_are_on_by_default(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).tunnel_entries is True
+    assert make_strategy("jlse", Settings(tunnel_entries=False), phone_model).tunnel_entries is False
