@@ -61,6 +61,7 @@ class KnownTitles:
         # a link's url -> (its anchor's words, parent id, depth), oldest first; and by first words
         self._links: dict[str, tuple[str, int | None, int]] = {}
         self._urls: dict[str, list[str]] = {}
+        self._ranked: dict[str, None] = {}  # links ranked by a title, oldest first
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -99,6 +100,18 @@ class KnownTitles:
                 elif link.url not in self._links:
                     self._remember(start, words, link)
         return found
+
+    def rank(self, url: str) -> None:
+        """``url`` was ranked by the page its anchor names (:meth:`ranked`)."""
+        with self._lock:
+            self._ranked[url] = None
+            if len(self._ranked) > self.max_pending:
+                del self._ranked[next(iter(self._ranked))]
+
+    def ranked(self, url: str) -> bool:
+        """Whether ``url`` was ranked by the page its anchor names (its URL shape's harvest
+        does not apply to it)."""
+        return url in self._ranked
 
     def fetched(self, url: str) -> None:
         """``url`` was fetched: it is not named any more."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -38,7 +38,6 @@ from jlse.models.redirect_waste import RedirectWaste
 from jlse.models.shape_harvest import ShapeHarvest
 from jlse.models.site_harvest import (
     OFF_SITE,
-    PENDING_LINKS,
     PROSPECT,
     TUNNEL_OFF_SITE,
     SiteHarvest,
@@ -317,7 +316,6 @@ class LearnedTunnelling(JointLinkSimilarity):
                  tunnel_entries: bool = False, **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.titles = KnownTitles() if known_titles else None
-        self._named: OrderedDict[str, None] = OrderedDict()  # queued links ranked by a title
         self.tunnel_share = tunnel_share
         self.prospect_share = prospect_share
         self.tunnel_weight = tunnel_weight
@@ -361,9 +359,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         waste = 1.0 if self.lifts_at_pop or self.redirects is None \
             else self.redirects.lift(link.url)
         link.priority = min(1.0, weight * waste)
-        self._named[link.url] = None
-        if len(self._named) > PENDING_LINKS:
-            self._named.popitem(last=False)
+        self.titles.rank(link.url)
         return link
 
     def _lift_links(self, url: str, relevance: float | None, links: list[Any],
@@ -444,7 +440,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         return lift if self.shapes is None else lift * self.shapes.lift(url, shapes)
 
     def pop_lift(self, url: str) -> float:
-        if url in self._named:  # ranked by a judged page's weight: only its pages per request
+        if self.titles is not None and self.titles.ranked(url):  # only its pages per request
             return 1.0 if self.redirects is None else self.redirects.lift(url)
         lift = self.url_lift(url)
         if self.tunnel_share > 0 and self.sites is not None \

@@ -68,6 +68,9 @@ def test_titles_and_links_are_bounded_oldest_first() -> None:
                         "third link of the page"))
     assert titles.named_by("first link of the page") == []
     assert titles.named_by("third link of the page") == [("http://b.test/2", 7, 2)]
+    for n in range(3):
+        titles.rank(f"http://c.test/{n}")
+    assert [titles.ranked(f"http://c.test/{n}") for n in range(3)] == [False, True, True]
 
 
 def link(url: str, anchor: str, priority: float = 0.05) -> NewLink:
