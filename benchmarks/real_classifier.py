@@ -19,13 +19,15 @@ mistake. Pages whose text is not the real web's (none on this web) keep the mode
 fetched, judged again in fetch order by a fresh topic model with self-training, as the crawl
 judged them (seconds, not a crawl): per topic the precision and recall of the judgements
 against the labels, the AUC of the self-trained classifier's log-odds and its cost in ms per
-page judged. A bench for the classifier alone: change it, replay, compare. ``--passes N``
+page judged, on the web (seed, fraction) the eval's report.json names. A bench for the
+classifier alone: change it, replay, compare. ``--passes N``
 judges the pages N times over, as a crawl N times as long would meet them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -121,11 +123,13 @@ def replay(out: Path, strategy: str, passes: int = 1) -> None:
     if not (out / "truth.jsonl").is_file():
         sys.exit(f"{out}: not the --out directory of a jlse eval (no truth.jsonl)")
     truth = load_truth(out / "truth.jsonl")
+    web_of = _report_web(out)
     crawls = sorted(path for path in out.iterdir() if (path / strategy / "crawl.db").is_file())
     if not crawls:
         sys.exit(f"{out}: no {strategy} crawl (expected TOPIC/{strategy}/crawl.db)")
     newswire = host_of(next(iter(truth.topic_of))).endswith(".wire")
-    web = build_newswire_web() if newswire else build_real_web()
+    build = build_newswire_web if newswire else build_real_web
+    web = build(web_of.get("seed", 7), web_of.get("fraction", 1.0))
     print(f"{'topic':12s} {'pages':>5s} {'precision':>9s} {'recall':>6s} {'AUC':>5s} {'ms/page':>7s}")
     for crawl in crawls:
         model = build_topic_model(load_topic(out / "topics" / crawl.name))
@@ -140,6 +144,15 @@ def replay(out: Path, strategy: str, passes: int = 1) -> None:
         print(_judgement_line(crawl.name, np.array(scores, dtype=float),
                               np.array(labels * passes, dtype=bool), model)
               + f" {per_page:7.3f}")
+
+
+def _report_web(out: Path) -> dict:
+    """The seed and fraction of the eval's web, from its report.json (an eval that did not
+    record them was of the default web)."""
+    try:
+        return json.loads((out / "report.json").read_text(encoding="utf-8")).get("web", {})
+    except (OSError, ValueError):
+        return {}
 
 
 def _crawled_pages(web: RealWeb, truth: GroundTruth, crawl_db: Path, topic: str

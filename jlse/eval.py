@@ -361,7 +361,7 @@ def run_eval(
     if missing:
         raise EvalError(f"no topic directory for {missing}: give topic_dirs for every topic")
     truth = load_truth(Path(truth_file))
-    report = EvalReport(budget=budget, checkpoints=list(checkpoints))
+    report = EvalReport(budget=budget, checkpoints=list(checkpoints), web=web_record(web))
     with _proxy_for(web, proxy) as proxy_url:
         base = dict(SANDBOX_SETTINGS) if web is not None else {}
         base.update(overrides or {})
@@ -388,6 +388,15 @@ def run_eval(
     report.plots = [str(path) for path in plot_report(report, out_dir)]
     report.write(out_dir)
     return report
+
+
+def web_record(web: Any | None) -> dict[str, Any]:
+    """Which web was crawled, for the report (nothing for a web known by its truth file)."""
+    if isinstance(web, RealWeb):
+        return {"name": web.web_name, "seed": web.seed, "fraction": web.fraction}
+    if isinstance(web, SandboxWeb):
+        return {"name": "sandbox", "seed": web.seed}
+    return {}
 
 
 @contextmanager

@@ -55,6 +55,14 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def describe_web(web: dict[str, Any]) -> str:
+    """E.g. "real web (seed 7, fraction 0.5)": what ``jlse eval --web --seed --fraction``
+    rebuilds."""
+    fraction = web.get("fraction", 1.0)
+    return (f"{web['name']} web (seed {web['seed']}"
+            + (f", fraction {fraction:g})" if fraction != 1.0 else ")"))
+
+
 def markdown_table(results: Sequence[StrategyResult], checkpoints: Sequence[int]) -> str:
     head = (["strategy", "pages"] + [f"HR@{n}" for n in checkpoints]
             + [f"TR@{n}" for n in checkpoints] + [f"sites@{n}" for n in checkpoints])
@@ -88,6 +96,7 @@ class EvalReport:
     oracle: list[StrategyResult] = field(default_factory=list)  # one per topic
     oracle_note: str = ORACLE_NA  # why there is no oracle row, when there is none
     plots: list[str] = field(default_factory=list)
+    web: dict[str, Any] = field(default_factory=dict)  # which web: name, seed, fraction
 
     def topics(self) -> list[str]:
         return list(dict.fromkeys(r.topic for r in self.results + self.sweep + self.oracle))
@@ -121,7 +130,8 @@ class EvalReport:
                 if r.topic == topic}
 
     def render(self) -> str:
-        parts = [f"# jlse eval: budget {self.budget} pages",
+        parts = [f"# jlse eval: budget {self.budget} pages"
+                 + (f" on the {describe_web(self.web)}" if self.web else ""),
                  "HR@N: harvest rate, TR@N: target recall, sites@N: relevant sites (registered "
                  "domains with a relevant page) among the first N pages (ground truth); '-': the "
                  "crawl stopped before N pages (TR and sites then hold their final values)."]
@@ -151,7 +161,7 @@ class EvalReport:
         return "\n\n".join(parts) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"budget": self.budget, "checkpoints": self.checkpoints,
+        return {"budget": self.budget, "checkpoints": self.checkpoints, "web": self.web,
                 "results": [r.to_dict() for r in self.results],
                 "sweep": [r.to_dict() for r in self.sweep],
                 "oracle": [r.to_dict() for r in self.oracle],

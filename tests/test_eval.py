@@ -159,6 +159,8 @@ def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
     assert "oracle: not computed (--no-oracle)" in markdown and "eff@" not in markdown
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["budget"] == 150 and len(data["results"]) == 2
+    assert data["web"] == {"name": "sandbox", "seed": sandbox_web.seed}  # what replays rebuild
+    assert markdown.startswith(f"# jlse eval: budget 150 pages on the sandbox web (seed {sandbox_web.seed})")
     assert len(data["results"][0]["harvest"]) == 15  # every 10th point of the curve
     for name in ("phones-harvest.png", "phones-recall.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

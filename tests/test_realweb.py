@@ -55,6 +55,17 @@ def sci_topic(web, tmp_path_factory) -> Path:
     return web.write_topic_dir("sci", tmp_path_factory.mktemp("real-topic") / "sci")
 
 
+def test_an_eval_records_which_web_it_crawled(web):
+    from jlse.eval import web_record
+    from jlse.eval_report import describe_web
+
+    record = web_record(web)
+    assert record == {"name": "real", "seed": 7, "fraction": FRACTION}
+    assert describe_web(record) == f"real web (seed 7, fraction {FRACTION:g})"
+    assert describe_web({"name": "newswire", "seed": 99, "fraction": 1.0}) == \
+        "newswire web (seed 99)"
+
+
 def test_same_seed_same_bytes(web):
     again = build_real_web(seed=7, fraction=FRACTION)
     assert [t.url for t in again.iter_truth()] == [t.url for t in web.iter_truth()]
