@@ -18,6 +18,7 @@ from jlse.learner.context_graph import ContextGraphLearner
 from jlse.models import link_index, tokenizer
 from jlse.models.context_graph import ContextGraphStrategy
 from jlse.models.qtable import QTable
+from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.strategies import Strategy
 from jlse.models.strategy_catalog import make_strategy
 from jlse.progress import CrawlProgress, CrawlSummary
@@ -72,7 +73,7 @@ def run_crawl(
     log_handler = log_to_file(workdir / "crawl.log")
     learner = crawler = None
     try:
-        _log_start(topic, store_url, resume)
+        _log_start(topic, store_url, resume, model)
         resuming = _check_resume(store, resume, store_url)
         _write_meta(store, topic, settings, workdir)
         learner = _background_learner(settings, strategy, store_url, holder, workdir)
@@ -208,7 +209,7 @@ def _check_resume(store: CrawlStore, resume: bool, store_url: str) -> bool:
     return has_crawl
 
 
-def _log_start(topic: Topic, store_url: str, resume: bool) -> None:
+def _log_start(topic: Topic, store_url: str, resume: bool, model: Any) -> None:
     """What this crawl is, as the first lines of its crawl.log."""
     settings = topic.settings
     changed = without_credentials(settings.non_defaults())
@@ -219,6 +220,22 @@ def _log_start(topic: Topic, store_url: str, resume: bool) -> None:
     log.info("settings that differ from the defaults: %s",
              ", ".join(f"{key}={value!r}" for key, value in changed.items()) or "none")
     log.info("topic model: %s", topic.model_origin or "none")
+    log.info("self-training: %s", self_training_status(settings, model))
+
+
+def self_training_status(settings: Settings, model: Any) -> str:
+    """Whether the page classifier will learn from the crawl's pages, and if not why."""
+    if not settings.self_training:
+        return "off (self_training = false)"
+    if model is None:
+        return "off (no topic model)"
+    if SelfTrainedRelevance.of(model) is not None:
+        return "on (the sample NB and the keywords label the crawl's pages)"
+    if getattr(model, "keyword_view_", None) is None:
+        return ("off: the topic has no keywords (add a few to topic.toml: with the samples "
+                "they let the page classifier learn from the crawl's own pages)")
+    return ("off: pages are not judged by an NB fitted on sample pages of both kinds "
+            "(a keyword-only topic, or page_classifier)")
 
 
 def _write_meta(store: CrawlStore, topic: Topic, settings: Settings, workdir: Path) -> None:

@@ -112,11 +112,12 @@ def test_summary_says_how_to_export_and_crawl_log_says_what_the_crawl_is(
                 *FAST)
     assert done.returncode == 0, done.stderr
     assert f"jlse export --workdir {workdir}" in done.stdout
-    head = (workdir / "crawl.log").read_text(encoding="utf-8").splitlines()[:3]
+    head = (workdir / "crawl.log").read_text(encoding="utf-8").splitlines()[:4]
     assert "new crawl of topic phones" in head[0] and "strategy jlse" in head[0]
     assert "page budget 4" in head[0]
     assert "politeness_delay=0.02" in head[1] and f"proxy='{sandbox.proxy_url}'" in head[1]
     assert "topic model: trained on the fly" in head[2]
+    assert "self-training: on" in head[3]  # the phones topic has keywords
 
 
 def test_a_crawl_into_postgresql_says_an_export_that_works_and_export_finds_its_pages(

@@ -240,3 +240,17 @@ def test_a_model_saved_before_self_training_is_stale(tmp_path, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="jlse.topic"):  # off: the old model serves
         build_topic_model(load_topic(directory, {"self_training": False}))
     assert "stale" not in caplog.text
+
+
+def test_the_crawl_log_says_whether_and_why_not_self_training_runs(blind_topic) -> None:
+    from jlse.run import self_training_status
+    from jlse.settings import Settings
+
+    assert self_training_status(Settings(), blind_topic).startswith("on")
+    assert self_training_status(Settings(self_training=False), blind_topic) == \
+        "off (self_training = false)"
+    rng = random.Random(3)
+    samples = TopicSamples(relevant=[_page(METALS, rng) for _ in range(20)],
+                           irrelevant=[_page(FOOTBALL, rng) for _ in range(20)])
+    status = self_training_status(Settings(), TopicModel().fit(samples))
+    assert status.startswith("off: the topic has no keywords") and "topic.toml" in status
