@@ -372,18 +372,23 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
     assert statuses <= {LinkStatus.QUEUED, LinkStatus.FETCHED, LinkStatus.REJECTED}
 
 
-def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_client
-                      ) -> tuple[str, list[int], float]:
+SLOW_FETCH = 1.0  # seconds each request takes while w1 is killed
+
+
+def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_client,
+                      per_worker: int = 1) -> tuple[str, list[int], float]:
     """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 while both workers are halfway
-    through slow fetches, and let the crawl finish (w1 restarted after it). The crawl's
-    output, the leases the dispatcher reaped, and the seconds from the kill to the end."""
+    through slow fetches (each fetches ``per_worker`` pages at a time), and let the crawl
+    finish (w1 restarted after it). The crawl's output, the leases the dispatcher reaped, and
+    the seconds from the kill to the end."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     offset = len(cluster.tail_all("dispatcher"))
     try:
         _wait_fetched(redis_client, crawl_id, 80, proc)
-        sandbox.set_latency(1.0)
-        time.sleep(0.5)  # both workers are now halfway through slow fetches
+        sandbox.set_latency(SLOW_FETCH)
+        _wait_both_workers_fetching(sandbox, per_worker, proc)
+        time.sleep(SLOW_FETCH / 2)  # halfway through: their leases have had a heartbeat
         cluster.kill("w1")
         killed_at = time.monotonic()
         sandbox.set_latency(0.0)
@@ -399,6 +404,21 @@ def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_cli
     reaped = re.findall(rf"crawl {crawl_id}: (\d+) expired leases returned",
                         cluster.tail_all("dispatcher")[offset:])
     return out, [int(n) for n in reaped], after_kill
+
+
+def _wait_both_workers_fetching(sandbox, per_worker: int, proc: subprocess.Popen) -> None:
+    """Until more than ``per_worker`` slow requests arrived within ``SLOW_FETCH / 3``: one
+    worker fetches at most that many at a time, so both are then mid-fetch, and stay so for
+    the half ``SLOW_FETCH`` the caller waits next. (A fixed sleep was not enough on a loaded
+    machine: w1 was killed idle, with no lease to reap.)"""
+    deadline = time.monotonic() + 60
+    while True:
+        recent = time.monotonic() - SLOW_FETCH / 3
+        if sum(entry.t > recent for entry in sandbox.log[-4 * per_worker - 8:]) > per_worker:
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the workers did not fetch at once"
+        time.sleep(0.02)
 
 
 # --- (3) Redis loses the crawl's keys; `jlse frontier rebuild` restores them ------------------
