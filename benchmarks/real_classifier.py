@@ -39,7 +39,7 @@ from sklearn.metrics import roc_auc_score
 from jlse.eval import GroundTruth, fetched_urls, load_truth
 from jlse.models.self_training import SelfTrainedRelevance
 from jlse.models.topic_model import TopicModel
-from jlse.sandbox.newswire.web import build_newswire_web
+from jlse.sandbox import REAL_WEBS
 from jlse.sandbox.realweb.web import RealWeb, build_real_web
 from jlse.scheduler.urls import host_of
 from jlse.topic import build_topic_model, load_topic
@@ -127,9 +127,9 @@ def replay(out: Path, strategy: str, passes: int = 1) -> None:
     crawls = sorted(path for path in out.iterdir() if (path / strategy / "crawl.db").is_file())
     if not crawls:
         sys.exit(f"{out}: no {strategy} crawl (expected TOPIC/{strategy}/crawl.db)")
-    newswire = host_of(next(iter(truth.topic_of))).endswith(".wire")
-    build = build_newswire_web if newswire else build_real_web
-    web = build(web_of.get("seed", 7), web_of.get("fraction", 1.0))
+    name = web_of.get("name") or (  # a report of before it named its web
+        "newswire" if host_of(next(iter(truth.topic_of))).endswith(".wire") else "real")
+    web = REAL_WEBS[name](web_of.get("seed", 7), web_of.get("fraction", 1.0))
     print(f"{'topic':12s} {'pages':>5s} {'precision':>9s} {'recall':>6s} {'AUC':>5s} {'ms/page':>7s}")
     for crawl in crawls:
         model = build_topic_model(load_topic(out / "topics" / crawl.name))
@@ -147,8 +147,8 @@ def replay(out: Path, strategy: str, passes: int = 1) -> None:
 
 
 def _report_web(out: Path) -> dict:
-    """The seed and fraction of the eval's web, from its report.json (an eval that did not
-    record them was of the default web)."""
+    """The name, seed and fraction of the eval's web, from its report.json (an eval that did
+    not record them was of the default seed and fraction)."""
     try:
         return json.loads((out / "report.json").read_text(encoding="utf-8")).get("web", {})
     except (OSError, ValueError):

@@ -227,15 +227,9 @@ def self_training_status(settings: Settings, model: Any) -> str:
     """Whether the page classifier will learn from the crawl's pages, and if not why."""
     if not settings.self_training:
         return "off (self_training = false)"
-    if model is None:
-        return "off (no topic model)"
-    if SelfTrainedRelevance.of(model) is not None:
-        return "on (the sample NB and the keywords label the crawl's pages)"
-    if getattr(model, "keyword_view_", None) is None:
-        return ("off: the topic has no keywords (add a few to topic.toml: with the samples "
-                "they let the page classifier learn from the crawl's own pages)")
-    return ("off: pages are not judged by an NB fitted on sample pages of both kinds "
-            "(a keyword-only topic, or page_classifier)")
+    reason = SelfTrainedRelevance.why_not(model)
+    return f"off: {reason}" if reason else \
+        "on (the sample NB and the keywords label the crawl's pages)"
 
 
 def _write_meta(store: CrawlStore, topic: Topic, settings: Settings, workdir: Path) -> None:

@@ -73,14 +73,23 @@ class SelfTrainedRelevance:
 
     @classmethod
     def of(cls, model: TopicModel | None) -> SelfTrainedRelevance | None:
-        """Self-training for ``model``; None when it lacks a sample NB with its word counts or
-        a keyword view (a topic without keywords, a VSM or KDE-NB page classifier)."""
-        if model is None or getattr(model, "keyword_view_", None) is None:
-            return None
+        """Self-training for ``model``; None when :meth:`why_not` has a reason."""
+        return None if cls.why_not(model) else cls(model)
+
+    @staticmethod
+    def why_not(model: TopicModel | None) -> str:
+        """Why ``model`` cannot be self-trained ("" when it can): it needs a keyword view and
+        a sample NB with its word counts (not a VSM or KDE-NB page classifier)."""
+        if model is None:
+            return "no topic model"
+        if getattr(model, "keyword_view_", None) is None:
+            return ("the topic has no keywords (add a few to topic.toml: with the samples they "
+                    "let the page classifier learn from the crawl's own pages)")
         nb = model.relevance_model_
         if not isinstance(nb, NaiveBayesTextClassifier) or nb.class_counts_ is None:
-            return None
-        return cls(model)
+            return ("pages are not judged by an NB fitted on sample pages of both kinds (a "
+                    "keyword-only topic, or page_classifier)")
+        return ""
 
     def relevance(self, text: str) -> float:
         """P(relevant | text) by the current NB; the page may become a pseudo-label. The text
