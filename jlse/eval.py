@@ -40,6 +40,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
+from jlse.eval_losses import page_losses
 from jlse.eval_report import CURVE_STEP as CURVE_STEP  # re-exported
 from jlse.eval_report import EvalReport, StrategyResult
 from jlse.models.strategy_catalog import available_strategies
@@ -49,6 +50,7 @@ from jlse.records import UNCOUNTED_OUTCOMES
 from jlse.run import run_crawl
 from jlse.sandbox import RealWeb, SandboxWeb, build_web
 from jlse.scheduler.urls import canonicalize, host_of, registered_domain
+from jlse.settings import load_settings
 from jlse.topic import read_seeds
 
 log = logging.getLogger(__name__)
@@ -196,6 +198,11 @@ def measure(topic: str, label: str, urls: Sequence[str], truth: GroundTruth,
     )
 
 
+def relevance_threshold(topic_dir: Path, overrides: dict[str, Any]) -> float:
+    """The threshold the crawl of ``topic_dir`` judged pages by (its settings and overrides)."""
+    return load_settings(topic_dir / "topic.toml", overrides).relevance_threshold
+
+
 # --- running the crawls ---
 
 TRUTH_JUDGE = "+truth"  # a strategy name's suffix: pages judged by the ground truth
@@ -224,6 +231,8 @@ def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[s
         return result
     result = measure(topic, label, fetched_urls(workdir / "crawl.db"), truth, checkpoints)
     result.elapsed, result.reason = summary.elapsed, summary.reason
+    result.losses = page_losses(workdir / "crawl.db", truth, topic, max(checkpoints),
+                                relevance_threshold(topic_dir, overrides))
     log.info("eval: %s/%s fetched %d in %.1f s (%s)", topic, label, result.fetched,
              summary.elapsed, summary.reason)
     return result

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jlse.eval_losses import losses_table
+
 CURVE_STEP = 10  # report.json keeps every 10th point of the curves
 ORACLE = "oracle"  # the oracle row's label
 ORACLE_NA = "oracle: n/a (needs the web's link graph)"
@@ -35,6 +37,8 @@ class StrategyResult:
     efficiency_at: dict[int, float | None] = field(default_factory=dict)  # HR / oracle HR
     # relevant sites (registered domains with a relevant page) among the first N pages
     sites_at: dict[int, int] = field(default_factory=dict)
+    # where the first N pages went (``jlse.eval_losses.page_losses``); {} for the oracle
+    losses: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -134,7 +138,13 @@ class EvalReport:
                  + (f" on the {describe_web(self.web)}" if self.web else ""),
                  "HR@N: harvest rate, TR@N: target recall, sites@N: relevant sites (registered "
                  "domains with a relevant page) among the first N pages (ground truth); '-': the "
-                 "crawl stopped before N pages (TR and sites then hold their final values)."]
+                 "crawl stopped before N pages (TR and sites then hold their final values).",
+                 "Where the pages went: pages on the topic; off it but judged relevant (the "
+                 "classifier's errors, from which true topics); off it and judged irrelevant "
+                 "(hubs, lost bets of the link ranking); requests with no page (redirects, "
+                 "errors); pages on the topic judged irrelevant (missed); and the topic's pages "
+                 "in the web linked from a fetched page but not fetched, or never linked "
+                 "(unknown)."]
         parts.append(
             "oracle: a crawl from the same seeds with the same budget that knows every page's "
             "label and the whole link graph (relevant pages it sees first, then the links "
@@ -153,6 +163,10 @@ class EvalReport:
             if topic in oracle_of and self._efficiencies(topic):
                 parts.append(f"### {topic}: efficiency = HR@N / oracle HR@N")
                 parts.append(efficiency_table(self._efficiencies(topic), self.checkpoints))
+            losses = [(r.strategy, r.losses) for r in self.results if r.topic == topic and r.losses]
+            if losses:
+                parts.append(f"### {topic}: where the first {max(self.checkpoints)} pages went")
+                parts.append(losses_table(losses))
         means = self.mean_efficiency()
         if means:
             parts.append(f"## efficiency, mean over {len(self.oracle)} topics "

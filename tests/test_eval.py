@@ -22,6 +22,7 @@ from jlse.eval import (
     sites_curve,
     truth_key,
 )
+from jlse.eval_losses import page_losses
 from jlse.eval_report import markdown_table
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store import open_store
@@ -114,6 +115,29 @@ def test_fetched_urls_in_fetch_order_without_refusals(tmp_path: Path) -> None:
         fetched_urls(tmp_path / "none.db")
 
 
+def test_where_the_pages_went(tmp_path: Path, truth: GroundTruth) -> None:
+    """Each request in one kind: on the topic (and missed when judged irrelevant), taken for
+    the topic from another, judged off it, no page; the topic's other pages known or not."""
+    off_judged = "http://p.test/f"
+    truth.add(off_judged, "cooking", True)
+    db = tmp_path / "crawl.db"
+    with open_store(f"sqlite:///{db}") as store:
+        urls = (A, B, C, E, UNKNOWN, off_judged)
+        added = store.add_links([NewLink(url, None, 0) for url in urls])
+        ids = {url: link_id for url, (link_id, _) in zip(urls, added, strict=True)}
+        judged = {A: 0.9, C: 0.8, B: 0.2, off_judged: 0.1}
+        for url, relevance in judged.items():
+            store.record_fetch(FetchRecord(ids[url], url, Outcome.OK, relevance=relevance))
+        store.record_fetch(FetchRecord(ids[UNKNOWN], UNKNOWN, Outcome.REDIRECT, status_code=301))
+    losses = page_losses(db, truth, "phones", pages=10, threshold=0.5)
+    assert losses == {"pages": 5, "on_topic": 2, "taken_for_topic": 1,
+                      "taken_from": {"cooking": 1}, "judged_off_topic": 1, "no_page": 1,
+                      "missed": 1, "topic_pages": 4, "known_not_fetched": 1, "unknown": 1}
+    first_two = page_losses(db, truth, "phones", pages=2, threshold=0.85)
+    assert (first_two["pages"], first_two["on_topic"], first_two["judged_off_topic"]) == (2, 1, 1)
+    assert first_two["known_not_fetched"] == 2  # B and E: linked, not among the first two
+
+
 def test_run_eval_rejects_bad_input(tmp_path: Path) -> None:
     with pytest.raises(EvalError, match="unknown strategy"):
         run_eval(["phones"], ["random-walk"], budget=10, out_dir=tmp_path)
@@ -154,8 +178,14 @@ def test_run_eval_on_the_sandbox(tmp_path: Path, sandbox_web) -> None:
         sites = {host for url in urls if sandbox_web.is_relevant(url, "phones")
                  for host in [url.split("/")[2]]}
         assert result.sites_at[150] == len(sites) > 0
+        losses = result.losses
+        assert losses["on_topic"] == on_topic and losses["pages"] == 150
+        assert sum(losses[kind] for kind in ("on_topic", "taken_for_topic", "judged_off_topic",
+                                             "no_page")) == 150
+        assert losses["known_not_fetched"] + losses["unknown"] < losses["topic_pages"]
     markdown = (tmp_path / "report.md").read_text()
     assert "## phones" in markdown and "| best-first | 150 |" in markdown
+    assert "### phones: where the first 150 pages went" in markdown
     assert "oracle: not computed (--no-oracle)" in markdown and "eff@" not in markdown
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["budget"] == 150 and len(data["results"]) == 2
