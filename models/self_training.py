@@ -18,7 +18,12 @@ Every :data:`REFIT_EVERY` pseudo-labelled pages the NB is refitted on the sample
 plus the pseudo-labelled pages' (each page weighing as a sample page), over the samples'
 vocabulary grown by the pages' words, the class prior kept: the *co-trained* NB. It then judges
 the undecided pages, and those it judges irrelevant join the irrelevant pages of a second refit,
-the NB the crawl uses (issue 27's twelfth round). A neighbouring topic reaches the crawl as
+the NB the crawl uses (issue 27's twelfth round). "Irrelevant" there is calibrated on the
+crawl's own confident pages (issue 27's sixteenth round): below the threshold, or below the
+P the co-trained NB gives all but :data:`UNDECIDED_QUANTILE` of the latest pseudo-positives.
+NB's posteriors are extreme, so a neighbouring topic's pages that share the topic's words sat
+at P .9-1.0 and stayed on the relevant side (newswire economy took 148 trade and money stories
+in 1,000 pages); ranked against the pages both views agreed on, most of them fall below. A neighbouring topic reaches the crawl as
 undecided pages: its stories share the topic's words and a few of its keywords. The two views'
 pseudo-positives were already 93-99% right on the newswire crawls, but their pseudo-negatives
 numbered 25-223 against 400-600, so the refitted NB had never seen the neighbours' words on the
@@ -48,6 +53,11 @@ from jlse.models.topic_model import TopicModel
 log = logging.getLogger(__name__)
 
 REFIT_EVERY = 50  # pseudo-labelled pages between refits (a refit costs ~10-30 ms)
+UNDECIDED_QUANTILE = 0.02  # an undecided page the co-trained NB rates below this share of the
+# crawl's pseudo-positives is taken for irrelevant (1 in 50 confident pages would be; 5% cut a
+# simplified-Chinese site out of the sandbox's phones crawl: docs/strategies.md)
+POSITIVES_KEPT = 500  # the latest pseudo-positives, for that quantile
+MIN_POSITIVES = 20  # pseudo-positives before the quantile is read (a page sample's size)
 MAX_WORDS = 200_000  # pseudo-page words kept; past it words seen once are dropped, and the
 # oldest undecided pages are settled
 
@@ -70,6 +80,8 @@ class SelfTrainedRelevance:
         self.settled = Counter()  # words of old undecided pages the co-trained NB judged irrelevant
         self._since_refit = 0
         self._lock = threading.Lock()
+        self.positives: deque[list[str]] = deque(maxlen=POSITIVES_KEPT)  # tokenised
+        self.cut = self.threshold  # the undecided pages' (:meth:`_undecided_cut`)
 
     @classmethod
     def of(cls, model: TopicModel | None) -> SelfTrainedRelevance | None:
@@ -127,6 +139,8 @@ class SelfTrainedRelevance:
 
     def _learn(self, label: int, tokens: list[str]) -> None:
         with self._lock:
+            if label == 1:
+                self.positives.append(tokens)
             self.word_counts[label].update(tokens)
             self.labelled[label] += 1
             self._since_refit += 1
@@ -137,8 +151,9 @@ class SelfTrainedRelevance:
             cotrained = refit(self.base, self.word_counts)
             irrelevant = self.word_counts[0] + self.settled
             judged = cotrained.predict_proba_tokens(list(self.undecided)) if self.undecided else ()
+            self.cut = self._undecided_cut(cotrained)
             for tokens, relevance in zip(self.undecided, judged, strict=True):
-                if relevance < self.threshold:
+                if relevance < self.cut:
                     irrelevant.update(tokens)
             refitted = refit(self.base, (irrelevant, self.word_counts[1]))
             self.cotrained = cotrained
@@ -147,6 +162,15 @@ class SelfTrainedRelevance:
                   "and %d undecided, %d words", self.labelled[1], self.labelled[0],
                   len(self.undecided), len(refitted.word_log_ratio_))
 
+    def _undecided_cut(self, cotrained: NaiveBayesTextClassifier) -> float:
+        """The co-trained P below which an undecided page is taken for irrelevant: the
+        :data:`UNDECIDED_QUANTILE` of the crawl's latest pseudo-positives', or the threshold
+        where that is higher (or there are fewer than :data:`MIN_POSITIVES`)."""
+        if UNDECIDED_QUANTILE <= 0 or len(self.positives) < MIN_POSITIVES:
+            return self.threshold
+        scores = cotrained.predict_proba_tokens(list(self.positives))
+        return max(self.threshold, float(np.quantile(scores, UNDECIDED_QUANTILE)))
+
     def _keep_undecided(self, tokens: list[str]) -> None:
         with self._lock:
             self.undecided.append(tokens)
@@ -154,7 +178,7 @@ class SelfTrainedRelevance:
             while self._undecided_words > MAX_WORDS:
                 oldest = self.undecided.popleft()
                 self._undecided_words -= len(oldest)
-                if self.cotrained.predict_proba_tokens([oldest])[0] < self.threshold:
+                if self.cotrained.predict_proba_tokens([oldest])[0] < self.cut:
                     self.settled.update(oldest)
 
     def _prune(self) -> None:

@@ -141,7 +141,9 @@ def test_undecided_pages_judged_irrelevant_teach_only_the_crawls_nb(blind_topic,
 
 
 def test_undecided_pages_judged_relevant_teach_nothing(blind_topic, monkeypatch) -> None:
+    """Above the cut (here the threshold: the crawl's positives' quantile is the next test's)."""
     monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    monkeypatch.setattr(self_training, "UNDECIDED_QUANTILE", 0.0)
     learner = SelfTrainedRelevance.of(blind_topic)
     rng = random.Random(9)
     ores = [word for word in METALS if word not in ("gold", "copper", "zinc", "smelter")]
@@ -149,6 +151,29 @@ def test_undecided_pages_judged_relevant_teach_nothing(blind_topic, monkeypatch)
     assert len(learner.undecided) == 30
     assert learner.cotrained.predict_proba_tokens(list(learner.undecided)).min() >= 0.5
     assert "ingot" not in learner.current.vectorizer_.vocabulary_
+
+
+def test_undecided_pages_less_relevant_than_the_crawls_positives_teach_the_irrelevant_side(
+        blind_topic, monkeypatch) -> None:
+    """A neighbour that shares some of the topic's words: the co-trained NB rates many of its
+    pages relevant, but below nearly every page both views agreed on, so they are taken for
+    irrelevant as well as those below the threshold."""
+    monkeypatch.setattr(self_training, "REFIT_EVERY", 10)
+    mixed = METALS[4:9] + SOFTS  # softs pages with a few metals words, none a keyword
+
+    def irrelevant_cocoa(quantile: float) -> tuple[float, SelfTrainedRelevance]:
+        monkeypatch.setattr(self_training, "UNDECIDED_QUANTILE", quantile)
+        learner = SelfTrainedRelevance.of(blind_topic)
+        _cotraining_crawl(learner, random.Random(6), mixed)
+        return learner.current.class_counts_[0, learner.current.vectorizer_.vocabulary_["cocoa"]], learner
+
+    with_quantile, learner = irrelevant_cocoa(self_training.UNDECIDED_QUANTILE)
+    undecided = learner.cotrained.predict_proba_tokens(list(learner.undecided))
+    assert learner.cut > 0.5
+    assert ((undecided >= 0.5) & (undecided < learner.cut)).sum() >= 5  # the quantile's own
+    threshold_only, learner = irrelevant_cocoa(0.0)
+    assert learner.cut == 0.5
+    assert with_quantile > threshold_only > 0
 
 
 def test_the_oldest_undecided_pages_are_settled_past_the_words_kept(blind_topic, monkeypatch) -> None:
