@@ -231,8 +231,8 @@ def crawl_and_measure(topic: str, topic_dir: Path, label: str, overrides: dict[s
         return result
     result = measure(topic, label, fetched_urls(workdir / "crawl.db"), truth, checkpoints)
     result.elapsed, result.reason = summary.elapsed, summary.reason
-    result.losses = page_losses(workdir / "crawl.db", truth, topic, max(checkpoints),
-                                relevance_threshold(topic_dir, overrides))
+    result.losses = page_losses(workdir / "crawl.db", truth.topic_of, truth_key, topic,
+                                max(checkpoints), relevance_threshold(topic_dir, overrides))
     log.info("eval: %s/%s fetched %d in %.1f s (%s)", topic, label, result.fetched,
              summary.elapsed, summary.reason)
     return result

@@ -22,43 +22,39 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jlse.records import UNCOUNTED_OUTCOMES
-
-if TYPE_CHECKING:
-    from jlse.eval import GroundTruth
 
 TOP_TOPICS = 3  # the true topics of the pages taken for the topic, most frequent first
 
 
-def page_losses(db_path: Path, truth: GroundTruth, topic: str, pages: int,
-                threshold: float) -> dict[str, Any]:
+def page_losses(db_path: Path, topic_of: Mapping[str, str], key: Callable[[str], str],
+                topic: str, pages: int, threshold: float) -> dict[str, Any]:
     """The counts of the module docstring for the first ``pages`` pages of the crawl in
-    ``db_path`` (relevance >= ``threshold``: judged relevant)."""
-    from jlse.eval import truth_key  # jlse.eval imports this module
-
+    ``db_path``: ``topic_of`` the ground truth's topic of each ``key(url)``, relevance >=
+    ``threshold`` judged relevant."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         requests = _requests(conn)[:pages]
-        linked = {truth_key(url) for (url,) in conn.execute("SELECT url FROM links")}
+        linked = {key(url) for (url,) in conn.execute("SELECT url FROM links")}
     finally:
         conn.close()
     counts: Counter[str] = Counter()
     taken_from: Counter[str] = Counter()
     fetched: set[str] = set()
     for url, outcome, relevance in requests:
-        key = truth_key(url)
-        fetched.add(key)
-        kind, true_topic = _kind(truth.topic_of.get(key), topic, outcome, relevance, threshold)
+        page = key(url)
+        fetched.add(page)
+        kind, true_topic = _kind(topic_of.get(page), topic, outcome, relevance, threshold)
         counts[kind] += 1
         if kind == "taken_for_topic":
             taken_from[true_topic] += 1
         elif kind == "on_topic" and relevance is not None and relevance < threshold:
             counts["missed"] += 1
-    of_topic = _pages_of(truth.topic_of.items(), topic)
+    of_topic = _pages_of(topic_of.items(), topic)
     return {
         "pages": len(requests), "on_topic": counts["on_topic"],
         "taken_for_topic": counts["taken_for_topic"],

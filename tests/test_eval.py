@@ -129,11 +129,11 @@ def test_where_the_pages_went(tmp_path: Path, truth: GroundTruth) -> None:
         for url, relevance in judged.items():
             store.record_fetch(FetchRecord(ids[url], url, Outcome.OK, relevance=relevance))
         store.record_fetch(FetchRecord(ids[UNKNOWN], UNKNOWN, Outcome.REDIRECT, status_code=301))
-    losses = page_losses(db, truth, "phones", pages=10, threshold=0.5)
+    losses = page_losses(db, truth.topic_of, truth_key, "phones", pages=10, threshold=0.5)
     assert losses == {"pages": 5, "on_topic": 2, "taken_for_topic": 1,
                       "taken_from": {"cooking": 1}, "judged_off_topic": 1, "no_page": 1,
                       "missed": 1, "topic_pages": 4, "known_not_fetched": 1, "unknown": 1}
-    first_two = page_losses(db, truth, "phones", pages=2, threshold=0.85)
+    first_two = page_losses(db, truth.topic_of, truth_key, "phones", pages=2, threshold=0.85)
     assert (first_two["pages"], first_two["on_topic"], first_two["judged_off_topic"]) == (2, 1, 1)
     assert first_two["known_not_fetched"] == 2  # B and E: linked, not among the first two
 
