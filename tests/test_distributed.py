@@ -377,8 +377,8 @@ SLOW_FETCH = 1.0  # seconds each request takes while w1 is killed
 
 def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_client,
                       per_worker: int = 1) -> tuple[str, list[int], float]:
-    """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 while both workers are in the middle
-    of slow fetches (each fetches ``per_worker`` pages at a time), and let the crawl
+    """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 while both workers are halfway
+    through slow fetches (each fetches ``per_worker`` pages at a time), and let the crawl
     finish (w1 restarted after it). The crawl's output, the leases the dispatcher reaped, and
     the seconds from the kill to the end."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
@@ -387,8 +387,8 @@ def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_cli
     try:
         _wait_fetched(redis_client, crawl_id, 80, proc)
         sandbox.set_latency(SLOW_FETCH)
-        _wait_both_workers_fetching(sandbox, per_worker, proc, since=time.monotonic())
-        time.sleep(SLOW_FETCH / 4)  # both still mid-fetch: w1 holds its leases
+        _wait_both_workers_fetching(sandbox, per_worker, proc)
+        time.sleep(SLOW_FETCH / 2)  # halfway through: their leases have had a heartbeat
         cluster.kill("w1")
         killed_at = time.monotonic()
         sandbox.set_latency(0.0)
@@ -406,16 +406,14 @@ def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_cli
     return out, [int(n) for n in reaped], after_kill
 
 
-def _wait_both_workers_fetching(sandbox, per_worker: int, proc: subprocess.Popen,
-                                since: float) -> None:
-    """Until more than ``per_worker`` slow requests (arrived after ``since``, when the sandbox
-    was slowed) arrived within ``SLOW_FETCH / 2``: one worker fetches at most that many at a
-    time, so both are then mid-fetch, and stay so for the quarter ``SLOW_FETCH`` the caller
-    waits next. (A fixed sleep was not enough on a loaded machine: w1 was killed idle, with no
-    lease to reap; nor was counting the fast requests of just before the sandbox was slowed.)"""
+def _wait_both_workers_fetching(sandbox, per_worker: int, proc: subprocess.Popen) -> None:
+    """Until more than ``per_worker`` slow requests arrived within ``SLOW_FETCH / 3``: one
+    worker fetches at most that many at a time, so both are then mid-fetch, and stay so for
+    the half ``SLOW_FETCH`` the caller waits next. (A fixed sleep was not enough on a loaded
+    machine: w1 was killed idle, with no lease to reap.)"""
     deadline = time.monotonic() + 60
     while True:
-        recent = max(since, time.monotonic() - SLOW_FETCH / 2)
+        recent = time.monotonic() - SLOW_FETCH / 3
         if sum(entry.t > recent for entry in sandbox.log[-4 * per_worker - 8:]) > per_worker:
             return
         assert proc.poll() is None, proc.stderr.read()
