@@ -40,13 +40,12 @@ from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
-from jlse.eval_losses import page_losses
+from jlse.eval_losses import counted_requests, page_losses
 from jlse.eval_report import CURVE_STEP as CURVE_STEP  # re-exported
 from jlse.eval_report import EvalReport, StrategyResult
 from jlse.models.strategy_catalog import available_strategies
 from jlse.oracle import oracle_for_web
 from jlse.plots import plot_report
-from jlse.records import UNCOUNTED_OUTCOMES
 from jlse.run import run_crawl
 from jlse.sandbox import RealWeb, SandboxWeb, build_web
 from jlse.scheduler.urls import canonicalize, host_of, registered_domain
@@ -132,13 +131,9 @@ def fetched_urls(db_path: Path) -> list[str]:
     """URLs of the page requests of a crawl, in fetch order (refusals without a request left out)."""
     if not db_path.is_file():
         raise EvalError(f"{db_path}: crawl database not found")
-    skipped = sorted(outcome.value for outcome in UNCOUNTED_OUTCOMES)
-    marks = ", ".join("?" * len(skipped))
-    sql = (f"SELECT l.url FROM fetches f JOIN links l ON l.id = f.url_id "
-           f"WHERE f.outcome NOT IN ({marks}) ORDER BY f.id")
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        return [row[0] for row in conn.execute(sql, skipped)]
+        return [url for url, _, _ in counted_requests(conn)]
     finally:
         conn.close()
 

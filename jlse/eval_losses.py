@@ -38,7 +38,7 @@ def page_losses(db_path: Path, topic_of: Mapping[str, str], key: Callable[[str],
     ``threshold`` judged relevant."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        requests = _requests(conn)[:pages]
+        requests = counted_requests(conn)[:pages]
         linked = {key(url) for (url,) in conn.execute("SELECT url FROM links")}
     finally:
         conn.close()
@@ -66,8 +66,9 @@ def page_losses(db_path: Path, topic_of: Mapping[str, str], key: Callable[[str],
     }
 
 
-def _requests(conn: sqlite3.Connection) -> list[tuple[str, str, float | None]]:
-    """(URL, outcome, judged relevance) of each counted request, in fetch order."""
+def counted_requests(conn: sqlite3.Connection) -> list[tuple[str, str, float | None]]:
+    """(URL, outcome, judged relevance) of each request that counts against the page budget
+    (refusals without a request left out), in fetch order."""
     skipped = sorted(outcome.value for outcome in UNCOUNTED_OUTCOMES)
     marks = ", ".join("?" * len(skipped))
     return conn.execute(

@@ -23,8 +23,8 @@ crawl's own confident pages (issue 27's sixteenth round): below the threshold, o
 P the co-trained NB gives all but :data:`UNDECIDED_QUANTILE` of the latest pseudo-positives.
 NB's posteriors are extreme, so a neighbouring topic's pages that share the topic's words sat
 at P .9-1.0 and stayed on the relevant side (newswire economy took 148 trade and money stories
-in 1,000 pages); ranked against the pages both views agreed on, most of them fall below. A neighbouring topic reaches the crawl as
-undecided pages: its stories share the topic's words and a few of its keywords. The two views'
+in 1,000 pages); ranked against the pages both views agreed on, many of them fall below. A
+neighbouring topic reaches the crawl as undecided pages: its stories share the topic's words and a few of its keywords. The two views'
 pseudo-positives were already 93-99% right on the newswire crawls, but their pseudo-negatives
 numbered 25-223 against 400-600, so the refitted NB had never seen the neighbours' words on the
 irrelevant side. Only negatives are taken: giving the undecided pages both labels gained nothing.
