@@ -375,20 +375,18 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
 SLOW_FETCH = 1.0  # seconds each request takes while w1 is killed
 
 
-def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_client,
-                      per_worker: int = 1) -> tuple[str, list[int], float]:
-    """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 while both workers are halfway
-    through slow fetches (each fetches ``per_worker`` pages at a time), and let the crawl
-    finish (w1 restarted after it). The crawl's output, the leases the dispatcher reaped, and
-    the seconds from the kill to the end."""
+def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox,
+                      redis_client) -> tuple[str, list[int], float]:
+    """Run the crawl ``cmd``; after 80 pages, SIGKILL worker w1 halfway through a task of slow
+    fetches, and let the crawl finish (w1 restarted after it). The crawl's output, the leases
+    the dispatcher reaped, and the seconds from the kill to the end."""
     proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     offset = len(cluster.tail_all("dispatcher"))
     try:
         _wait_fetched(redis_client, crawl_id, 80, proc)
         sandbox.set_latency(SLOW_FETCH)
-        _wait_both_workers_fetching(sandbox, per_worker, proc)
-        time.sleep(SLOW_FETCH / 2)  # halfway through: their leases have had a heartbeat
+        _wait_w1_in_a_slow_task(proc)
         cluster.kill("w1")
         killed_at = time.monotonic()
         sandbox.set_latency(0.0)
@@ -406,19 +404,45 @@ def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox, redis_cli
     return out, [int(n) for n in reaped], after_kill
 
 
-def _wait_both_workers_fetching(sandbox, per_worker: int, proc: subprocess.Popen) -> None:
-    """Until more than ``per_worker`` slow requests arrived within ``SLOW_FETCH / 3``: one
-    worker fetches at most that many at a time, so both are then mid-fetch, and stay so for
-    the half ``SLOW_FETCH`` the caller waits next. (A fixed sleep was not enough on a loaded
-    machine: w1 was killed idle, with no lease to reap.)"""
-    deadline = time.monotonic() + 60
-    while True:
-        recent = time.monotonic() - SLOW_FETCH / 3
-        if sum(entry.t > recent for entry in sandbox.log[-4 * per_worker - 8:]) > per_worker:
-            return
+def _wait_w1_in_a_slow_task(proc: subprocess.Popen) -> None:
+    """Until w1 is halfway through a slow task: one it did not run when first asked (Celery's
+    ``inspect active``), still running ``SLOW_FETCH / 2`` later. The sandbox was slowed before
+    that first answer, so the task's fetches are slow and its leases have had a heartbeat.
+    (Timing it by the sandbox's request log killed w1 between tasks now and then: both
+    workers' requests look alike.)"""
+    inspect = _celery_app().control.inspect(destination=[W1], timeout=5.0, limit=1)
+
+    def running() -> set[str]:
         assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "the workers did not fetch at once"
+        return {task["id"] for task in (inspect.active() or {}).get(W1, [])}
+
+    seen = running()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        started = running() - seen
+        if started:
+            time.sleep(SLOW_FETCH / 2)
+            if started & running():
+                return
+        seen |= started
         time.sleep(0.02)
+    raise AssertionError("w1 was not halfway through a slow task in 60 s")
+
+
+W1 = f"w1@{PREFIX[:-1]}"
+
+
+def _celery_app():
+    """A Celery client of the test cluster's broker (its key prefix is read when made)."""
+    from jlse.workers.celery_app import make_app
+
+    saved = dict(os.environ)
+    os.environ.update(_env())
+    try:
+        return make_app()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 # --- (3) Redis loses the crawl's keys; `jlse frontier rebuild` restores them ------------------

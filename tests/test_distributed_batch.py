@@ -101,9 +101,9 @@ def test_a_worker_killed_mid_batch_loses_no_url(cluster, phones_topic, sandbox, 
     sandbox.clear_log()
     cmd = _crawl_cmd(phones_topic, pg_store_url, "batchkill1", sandbox, "best-first",
                      fetch_batch=BATCH, lease_seconds=60.0, worker_lease_seconds=5.0)
-    # both workers are halfway through a batch of slow fetches when w1 is killed
+    # w1 is halfway through a batch of slow fetches when it is killed
     out, reaped, after_kill = kill_w1_mid_crawl(cmd, "batchkill1", cluster, sandbox,
-                                                redis_client, per_worker=BATCH)
+                                                redis_client)
     duplicates = duplicate_fetches(sandbox.log)
     print(f"SIGKILL mid-batch: {sum(reaped)} leases reaped, {len(duplicates)} pages fetched "
           f"twice, crawl done {after_kill:.1f} s later")
