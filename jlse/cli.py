@@ -295,6 +295,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         truth_file=Path(args.truth) if args.truth else None,
         topic_dirs={k: Path(v) for k, v in topic_dirs.items()} or None, proxy=args.proxy,
         overrides=command_overrides(args.set, {}), oracle=not args.no_oracle, web=web,
+        repeats=args.repeats,
     )
     print(report.render())
     return EXIT_OK
@@ -487,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "sandbox: a crawl knowing every page's label and the link graph, "
                           "the bound that efficiency = HR@N / oracle HR@N is measured "
                           "against; n/a with --truth)")
+    evaluate.add_argument("--repeats", type=int, default=1, help="runs of each crawl (of "
+                          "each topic and chooser with --discovery); runs vary with timing, "
+                          "and the report gives each strategy's mean and range over them")
     discovery = evaluate.add_argument_group(
         "domain discovery (docs/algorithms.md section 3.6)",
         "--discovery: on the sandbox's discovery web, one `jlse discover` run per topic and "
@@ -500,8 +504,6 @@ def build_parser() -> argparse.ArgumentParser:
     discovery.add_argument("--alphas", default="0,0.2,0.5", help="PageRank weights of the "
                            "ranking sweep")
     discovery.add_argument("--parallel", type=int, default=1, help="discovery runs at once")
-    discovery.add_argument("--repeats", type=int, default=1, help="runs of each topic and "
-                           "chooser (runs vary with timing; the headline compares means)")
     discovery.add_argument("--keywords-only", action="store_true", help="topic directories "
                            "without sample pages (discovery from the keywords)")
     evaluate.set_defaults(func=cmd_eval)

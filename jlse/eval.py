@@ -24,6 +24,7 @@ classifier's mistakes cost from what the link ranking does.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import socket
@@ -42,7 +43,7 @@ import numpy as np
 
 from jlse.eval_losses import counted_requests, page_losses
 from jlse.eval_report import CURVE_STEP as CURVE_STEP  # re-exported
-from jlse.eval_report import EvalReport, StrategyResult
+from jlse.eval_report import RUN_MARK, EvalReport, StrategyResult
 from jlse.models.strategy_catalog import available_strategies
 from jlse.oracle import oracle_for_web
 from jlse.plots import plot_report
@@ -314,7 +315,9 @@ def oracle_rows(web: Any, topic_dirs: dict[str, Path], truth: GroundTruth, budge
 
 
 def _check_inputs(topics: Sequence[str], strategies: Sequence[str], budget: int,
-                  checkpoints: Sequence[int]) -> None:
+                  checkpoints: Sequence[int], repeats: int = 1) -> None:
+    if repeats < 1:
+        raise EvalError(f"repeats: at least 1, got {repeats}")
     if not topics or not strategies:
         raise EvalError("give at least one topic and one strategy")
     unknown = [s for s in strategies
@@ -341,6 +344,7 @@ def run_eval(
     overrides: dict[str, Any] | None = None,
     web: Any | None = None,
     oracle: bool = True,
+    repeats: int = 1,
 ) -> EvalReport:
     """Crawl each topic with each strategy and write report.md, report.json and the plots.
 
@@ -349,9 +353,11 @@ def run_eval(
     ``SandboxWeb`` or ``RealWeb``, by a child process); or, with ``truth_file``, any web reached through
     ``proxy`` with ``topic_dirs``. On a web known in process, ``oracle`` adds each topic's oracle
     row and every crawl's efficiency (``jlse.oracle``). ``overrides`` are settings applied to
-    every crawl (after the sandbox's own)."""
+    every crawl (after the sandbox's own). ``repeats`` crawls each topic with each strategy
+    that many times (runs vary with timing): rows ``S #1``, ``S #2``..., crawled in
+    ``OUT/topic/S-1``..., and the report's spread section gives their mean and range."""
     checkpoints = sorted({n for n in checkpoints if n <= budget} or {budget})
-    _check_inputs(topics, strategies, budget, checkpoints)
+    _check_inputs(topics, strategies, budget, checkpoints, repeats)
     if web is not None and truth_file is not None:
         raise EvalError("give a web or a truth file, not both")
     if web is not None and not proxy and not isinstance(web, SandboxWeb | RealWeb):
@@ -365,16 +371,18 @@ def run_eval(
     if missing:
         raise EvalError(f"no topic directory for {missing}: give topic_dirs for every topic")
     truth = load_truth(Path(truth_file))
-    report = EvalReport(budget=budget, checkpoints=list(checkpoints), web=web_record(web))
+    report = EvalReport(budget=budget, checkpoints=list(checkpoints), web=web_record(web),
+                        repeats=repeats)
     with _proxy_for(web, proxy) as proxy_url:
         base = dict(SANDBOX_SETTINGS) if web is not None else {}
         base.update(overrides or {})
         base.update(max_pages=budget, proxy=proxy_url or "")
         for topic in topics:
-            for strategy in strategies:
+            for run, strategy in itertools.product(range(1, repeats + 1), strategies):
+                label, folder = run_label(strategy, run, repeats)
                 report.results.append(crawl_and_measure(
-                    topic, topic_dirs[topic], strategy, dict(base, strategy=strategy),
-                    out_dir / topic / strategy, truth, checkpoints))
+                    topic, topic_dirs[topic], label, dict(base, strategy=strategy),
+                    out_dir / topic / folder, truth, checkpoints))
             for cf in cf_sweep or ():
                 report.sweep.append(crawl_and_measure(
                     topic, topic_dirs[topic], f"jlse cf={cf}", dict(base, strategy="jlse", cf=cf),
@@ -392,6 +400,14 @@ def run_eval(
     report.plots = [str(path) for path in plot_report(report, out_dir)]
     report.write(out_dir)
     return report
+
+
+def run_label(strategy: str, run: int, repeats: int) -> tuple[str, str]:
+    """A crawl's row label and folder: the strategy's name, or with repeats ``S #run`` in
+    ``S-run``."""
+    if repeats == 1:
+        return strategy, strategy
+    return f"{strategy}{RUN_MARK}{run}", f"{strategy}-{run}"
 
 
 def web_record(web: Any | None) -> dict[str, Any]:

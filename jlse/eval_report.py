@@ -2,7 +2,9 @@
 report.md and report.json.
 
 Efficiency@N = HR@N / oracle HR@N, per topic (None when either is None or the oracle's is 0),
-and its mean over the topics per strategy (None unless every topic has a value).
+and its mean over the topics per strategy (None unless every topic has a value). With repeated
+runs (rows ``S #1``, ``S #2``...), the spread section gives each strategy's mean and range over
+its runs at the largest N: efficiency (harvest rate without an oracle) and relevant sites.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from jlse.eval_losses import losses_table
 CURVE_STEP = 10  # report.json keeps every 10th point of the curves
 ORACLE = "oracle"  # the oracle row's label
 ORACLE_NA = "oracle: n/a (needs the web's link graph)"
+RUN_MARK = " #"  # a repeated crawl's label: strategy, RUN_MARK, run number
 
 
 @dataclass
@@ -91,6 +94,30 @@ def efficiency_table(rows: dict[str, dict[int, float | None]],
     return "\n".join(lines)
 
 
+def base_label(label: str) -> str:
+    """A row's strategy label without its run number."""
+    head, mark, run = label.rpartition(RUN_MARK)
+    return head if mark and run.isdigit() else label
+
+
+def _mean_range(values: Sequence[float | None], mean_format: str, range_format: str) -> str:
+    known = [v for v in values if v is not None]
+    if not known or len(known) < len(values):
+        return "-"
+    mean = sum(known) / len(known)
+    return (f"{mean:{mean_format}} ({min(known):{range_format}}-"
+            f"{max(known):{range_format}})")
+
+
+def spread_table(rows: Sequence[dict[str, Any]], measure: str) -> str:
+    lines = [f"| strategy | topic | {measure} | relevant sites |", "|---|---|---|---|"]
+    for row in rows:
+        sites = _mean_range(row["sites"], ".1f", ".0f") if row["sites"] else ""
+        lines.append(f"| {row['strategy']} | {row['topic']} | "
+                     f"{_mean_range(row['values'], '.3f', '.3f')} | {sites} |")
+    return "\n".join(lines)
+
+
 @dataclass
 class EvalReport:
     budget: int
@@ -101,6 +128,7 @@ class EvalReport:
     oracle_note: str = ORACLE_NA  # why there is no oracle row, when there is none
     plots: list[str] = field(default_factory=list)
     web: dict[str, Any] = field(default_factory=dict)  # which web: name, seed, fraction
+    repeats: int = 1  # runs of each topic and strategy
 
     def topics(self) -> list[str]:
         return list(dict.fromkeys(r.topic for r in self.results + self.sweep + self.oracle))
@@ -172,7 +200,32 @@ class EvalReport:
             parts.append(f"## efficiency, mean over {len(self.oracle)} topics "
                          "('-': some topic has none)")
             parts.append(efficiency_table(means, self.checkpoints))
+        if self.repeats > 1:
+            n = max(self.checkpoints)
+            measure = "efficiency" if self.oracle else "harvest rate"
+            parts.append(f"## spread over {self.repeats} runs at {n} pages: {measure} and "
+                         "relevant sites, mean (lowest-highest)")
+            parts.append(spread_table(self.spread(), measure))
         return "\n\n".join(parts) + "\n"
+
+    def spread(self) -> list[dict[str, Any]]:
+        """Per strategy and topic (and over all topics, where every run has a mean), the runs'
+        values at the largest N: efficiency, or harvest rate without an oracle, and sites."""
+        n = max(self.checkpoints)
+        runs: dict[tuple[str, str], list[StrategyResult]] = {}
+        for r in self.results:
+            runs.setdefault((base_label(r.strategy), r.topic), []).append(r)
+        rows = []
+        for (strategy, topic), results in runs.items():
+            values = [(r.efficiency_at or r.harvest_at).get(n) for r in results]
+            rows.append({"strategy": strategy, "topic": topic, "values": values,
+                         "sites": [r.sites_at.get(n) for r in results]})
+        overall: dict[str, list[float | None]] = {}
+        for label, at in self.mean_efficiency().items():
+            overall.setdefault(base_label(label), []).append(at.get(n))
+        rows += [{"strategy": strategy, "topic": "mean over the topics", "values": values,
+                  "sites": []} for strategy, values in overall.items()]
+        return rows
 
     def to_dict(self) -> dict[str, Any]:
         return {"budget": self.budget, "checkpoints": self.checkpoints, "web": self.web,
@@ -180,7 +233,9 @@ class EvalReport:
                 "sweep": [r.to_dict() for r in self.sweep],
                 "oracle": [r.to_dict() for r in self.oracle],
                 "oracle_note": "" if self.oracle else self.oracle_note,
-                "mean_efficiency": self.mean_efficiency(), "plots": self.plots}
+                "mean_efficiency": self.mean_efficiency(), "plots": self.plots,
+                "repeats": self.repeats,
+                "spread": self.spread() if self.repeats > 1 else []}
 
     def write(self, out_dir: Path) -> None:
         (out_dir / "report.md").write_text(self.render(), encoding="utf-8")

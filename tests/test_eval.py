@@ -19,11 +19,12 @@ from jlse.eval import (
     measure,
     recall_curve,
     run_eval,
+    run_label,
     sites_curve,
     truth_key,
 )
 from jlse.eval_losses import page_losses
-from jlse.eval_report import markdown_table
+from jlse.eval_report import base_label, markdown_table
 from jlse.records import FetchRecord, NewLink, Outcome
 from jlse.scheduler.store import open_store
 
@@ -223,3 +224,33 @@ def test_truth_judged_strategy_records_the_ground_truth_as_relevance(tmp_path: P
         assert relevance == float(sandbox_web.is_relevant(url, "phones")), url
     with pytest.raises(EvalError, match=r"unknown strategy \['best-first\+oracle'\]"):
         run_eval(["phones"], ["best-first+oracle"], budget=10, out_dir=tmp_path)
+
+
+def test_repeated_runs_report_their_mean_and_range(tmp_path: Path) -> None:
+    report = run_eval(["phones"], ["bfs"], budget=40, out_dir=tmp_path, checkpoints=(20, 40),
+                      oracle=False, repeats=2)
+    assert [r.strategy for r in report.results] == ["bfs #1", "bfs #2"]
+    assert (tmp_path / "phones" / "bfs-1" / "crawl.db").is_file()
+    assert (tmp_path / "phones" / "bfs-2" / "crawl.db").is_file()
+    harvest = [r.harvest_at[40] for r in report.results]
+    sites = [r.sites_at[40] for r in report.results]
+    [row] = report.spread()  # no oracle: no mean efficiency over the topics
+    assert row == {"strategy": "bfs", "topic": "phones", "values": harvest, "sites": sites}
+    rendered = report.render()
+    assert "## spread over 2 runs at 40 pages: harvest rate and relevant sites" in rendered
+    mean = sum(harvest) / 2
+    assert f"| bfs | phones | {mean:.3f} ({min(harvest):.3f}-{max(harvest):.3f}) |" in rendered
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["repeats"] == 2 and saved["spread"] == [row]
+
+
+def test_run_labels_and_their_strategy() -> None:
+    assert run_label("jlse", 1, 1) == ("jlse", "jlse")
+    assert run_label("jlse+truth", 3, 4) == ("jlse+truth #3", "jlse+truth-3")
+    assert base_label("jlse+truth #3") == "jlse+truth"
+    assert base_label("jlse cf=50") == "jlse cf=50"
+
+
+def test_repeats_must_be_at_least_one(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="repeats"):
+        run_eval(["phones"], ["bfs"], budget=10, out_dir=tmp_path, repeats=0)
