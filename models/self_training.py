@@ -17,17 +17,18 @@ of NB on unlabelled text, Nigam et al. 2000):
 Every :data:`REFIT_EVERY` pseudo-labelled pages the NB is refitted on the samples' word counts
 plus the pseudo-labelled pages' (each page weighing as a sample page), over the samples'
 vocabulary grown by the pages' words, the class prior kept: the *co-trained* NB. It then judges
-the undecided pages, and those it judges irrelevant join the irrelevant pages of a second refit,
-the NB the crawl uses (issue 27's twelfth round). "Irrelevant" there is calibrated on the
-crawl's own confident pages (issue 27's sixteenth round): below the threshold, or below the
+the undecided pages, and those it judges irrelevant join the irrelevant pages of a second
+refit, the NB the crawl uses (issue 27's twelfth round). "Irrelevant" there is calibrated on
+the crawl's own confident pages (issue 27's sixteenth round): below the threshold, or below the
 P the co-trained NB gives all but :data:`UNDECIDED_QUANTILE` of the latest pseudo-positives.
 NB's posteriors are extreme, so a neighbouring topic's pages that share the topic's words sat
 at P .9-1.0 and stayed on the relevant side (newswire economy took 148 trade and money stories
 in 1,000 pages); ranked against the pages both views agreed on, many of them fall below. A
-neighbouring topic reaches the crawl as undecided pages: its stories share the topic's words and a few of its keywords. The two views'
-pseudo-positives were already 93-99% right on the newswire crawls, but their pseudo-negatives
-numbered 25-223 against 400-600, so the refitted NB had never seen the neighbours' words on the
-irrelevant side. Only negatives are taken: giving the undecided pages both labels gained nothing.
+neighbouring topic reaches the crawl as undecided pages: its stories share the topic's words
+and a few of its keywords. The two views' pseudo-positives were already 93-99% right on the
+newswire crawls, but their pseudo-negatives numbered 25-223 against 400-600, so the refitted NB
+had never seen the neighbours' words on the irrelevant side. Only negatives are taken: giving
+the undecided pages both labels gained nothing.
 
 Labels always come from the sample NB or the co-trained NB, never from the NB the crawl uses,
 so an error does not feed on itself. The undecided pages are kept until their words exceed

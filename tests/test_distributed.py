@@ -51,6 +51,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def hostname(name: str) -> str:
+    """A cluster process's Celery hostname (this session's key prefix keeps it private)."""
+    return f"{name}@{PREFIX[:-1]}"
+
+
 def _jlse(*args: str) -> list[str]:
     return [sys.executable, "-m", "jlse.cli", *args]
 
@@ -74,7 +79,7 @@ class Cluster:
 
     def start_worker(self, name: str) -> None:
         port = METRICS_PORTS.setdefault(name, free_port())
-        self.start(name, "worker", "--concurrency", "1", "--hostname", f"{name}@{PREFIX[:-1]}",
+        self.start(name, "worker", "--concurrency", "1", "--hostname", hostname(name),
                    ready=" ready.", env={"JLSE_WORKER_METRICS_PORT": str(port)})
 
     def _wait_for(self, name: str, text: str, offset: int = 0, timeout: float = 120.0) -> None:
@@ -135,7 +140,7 @@ def cluster(redis_client, tmp_path_factory) -> Iterator[Cluster]:
     try:
         running.start_worker("w1")
         running.start_worker("w2")
-        running.start("learner", "learner", "--hostname", f"learner@{PREFIX[:-1]}",
+        running.start("learner", "learner", "--hostname", hostname("learner"),
                       ready=" ready.")
         port = METRICS_PORTS.setdefault("dispatcher", free_port())
         running.start("dispatcher", "--verbose", "dispatcher",  # INFO: reaped leases
@@ -373,6 +378,7 @@ def test_sigkilled_worker_loses_nothing(cluster, phones_topic, sandbox, pg_store
 
 
 SLOW_FETCH = 1.0  # seconds each request takes while w1 is killed
+W1 = hostname("w1")  # the worker killed
 
 
 def kill_w1_mid_crawl(cmd: list[str], crawl_id: str, cluster, sandbox,
@@ -427,9 +433,6 @@ def _wait_w1_in_a_slow_task(proc: subprocess.Popen) -> None:
         seen |= started
         time.sleep(0.02)
     raise AssertionError("w1 was not halfway through a slow task in 60 s")
-
-
-W1 = f"w1@{PREFIX[:-1]}"
 
 
 def _celery_app():

@@ -165,7 +165,8 @@ def test_undecided_pages_less_relevant_than_the_crawls_positives_teach_the_irrel
         monkeypatch.setattr(self_training, "UNDECIDED_QUANTILE", quantile)
         learner = SelfTrainedRelevance.of(blind_topic)
         _cotraining_crawl(learner, random.Random(6), mixed)
-        return learner.current.class_counts_[0, learner.current.vectorizer_.vocabulary_["cocoa"]], learner
+        model = learner.current
+        return model.class_counts_[0, model.vectorizer_.vocabulary_["cocoa"]], learner
 
     with_quantile, learner = irrelevant_cocoa(self_training.UNDECIDED_QUANTILE)
     undecided = learner.cotrained.predict_proba_tokens(list(learner.undecided))
