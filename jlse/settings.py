@@ -171,6 +171,10 @@ class Settings:
     # ranked by the share of relevant pages such links have led to x what the bandit expects
     # of the site, within the tunnel group's share (tunnel_off_site)
     tunnel_entries: bool = True
+    # jlse: a relevant page's links x max(1, its site's new relevant sites per page over the
+    # crawl's) ** 0.5: the pages that led to new relevant sites (a portal) are read further
+    # (models/site_harvest.py; on: more relevant sites on comp, .005-.008 less harvest on newswire)
+    site_discovery: bool = False
     # jlse: a relevant page's link to a site with no page judged relevant yet is not lowered by
     # the site's harvest, held to low_priority_share of the pages fetched (models/site_harvest.py;
     # off: more relevant sites on some topics, .002-.007 less harvest on newswire)

@@ -31,6 +31,15 @@ as one: the strategy keeps its lift at 1 or above, so a site whose first pages w
 off the topic gets one of its links tried on its evidence, and its outcome counts in a group
 of its own, held to a share of the pages fetched.
 
+A site whose pages led the crawl to new relevant sites is a *discoverer*
+(``site_discovery``, off by default; :meth:`SiteHarvest.discovery_lift`): a site whose first page judged
+relevant was reached by a link of one of its pages is credited to that page's site, and every
+link of its pages judged relevant is lifted by max(1, d_s / d)^½, d_s = the sites it is
+credited with per page fetched from it (+1), d = the new relevant sites per page of the crawl.
+A portal carrying every topic links each topic's sites, so the topic's stories there lead to
+the sites where its posts are few; without the lift the crawl read the portals no more than
+their harvest asked. It costs newswire harvest (issue 27's eighteenth round).
+
 The state lives where the results are written (``Strategy.observe_result``): the embedded
 crawl's own process, which sees every page; in distributed mode each worker learns from the
 pages it writes itself. A lock guards a few dict updates per page.
@@ -49,7 +58,8 @@ PRIOR_PAGES = 1.0  # a: the weight of the new sites' harvest as a site's prior, 
 OFF_SITE, TUNNEL_OFF_SITE = 1, 3  # the link groups (``NewLink.site_group``)
 PROSPECT = 4  # a relevant page's off-site links taken as prospects (:meth:`SiteHarvest.prospect`)
 PROBES = 5  # pages a group may take before its share is held to (:meth:`SiteHarvest.over_share`)
-PENDING_LINKS = 200_000  # ranked links remembered until fetched, for their group's outcome
+PENDING_LINKS = 200_000  # ranked links remembered until fetched: their group, the site linking them
+DISCOVERY_POWER = 0.5  # a discoverer's lift: its new sites per page over the crawl's, to this power
 
 
 def site_of(url: str) -> str:
@@ -80,8 +90,11 @@ class SiteHarvest:
         self._total = [0, 0]  # pages fetched, judged relevant
         self._entered = [0, 0]  # sites entered (first page fetched), first page relevant
         self._groups: dict[int, list[int]] = {}  # group -> [pages fetched, relevant]
-        self._pending: OrderedDict[str, int] = OrderedDict()  # ranked URL -> its group
+        # ranked URL -> its group, and the site of the page that offered it ("": not told)
+        self._pending: OrderedDict[str, tuple[int, str]] = OrderedDict()
         self._tried: set[str] = set()  # sites a page was fetched from as a prospect
+        self._discovered: dict[str, int] = {}  # site -> relevant sites first reached from it
+        self._new_sites = 0  # relevant sites whose first relevant page came by a ranked link
 
     def observe(self, url: str, relevant: bool, of_site: bool = True) -> None:
         """A page of ``url``'s site was fetched and judged (relevant or not); ``of_site``
@@ -89,11 +102,14 @@ class SiteHarvest:
         site = site_of(url)
         with self._lock:
             counts = [self._total]
-            group = self._pending.pop(url, None)
+            group, linked_from = self._pending.pop(url, (None, ""))
             if group is not None:
                 counts.append(self._groups.setdefault(group, [0, 0]))
                 if group == PROSPECT:
                     self._tried.add(site)
+            if of_site and relevant and linked_from and not self._relevant.get(site, 0):
+                self._discovered[linked_from] = self._discovered.get(linked_from, 0) + 1
+                self._new_sites += 1
             if of_site:
                 fetched = self._fetched.get(site, 0)
                 self._fetched[site] = fetched + 1
@@ -137,7 +153,7 @@ class SiteHarvest:
 
     def group_of(self, url: str) -> int:
         """The group a ranked, not yet fetched URL was offered in (0: none known)."""
-        return self._pending.get(url, 0)
+        return self._pending.get(url, (0, ""))[0]
 
     def entered(self, site: str) -> bool:
         """Whether a detail page of ``site`` has been fetched (hub pages do not enter a site)."""
@@ -162,10 +178,22 @@ class SiteHarvest:
         fetched = self._fetched.get(site, 0)
         return (self._relevant.get(site, 0) + self.prior_pages * prior) / (fetched + self.prior_pages)
 
-    def offer(self, urls: Sequence[str], groups: Sequence[int]) -> np.ndarray:
+    def discovery_lift(self, site: str) -> float:
+        """What the links of ``site``'s relevant pages are multiplied by: max(1, d_s / d) ** ½,
+        d_s the relevant sites first reached from its pages per page fetched from it (+1), d the
+        crawl's new relevant sites per page; 1 until a site is so reached."""
+        with self._lock:
+            if not self._new_sites:
+                return 1.0
+            own = self._discovered.get(site, 0) / (self._fetched.get(site, 0) + 1.0)
+            crawl = self._new_sites / self._total[0]
+            return max(1.0, own / crawl) ** DISCOVERY_POWER
+
+    def offer(self, urls: Sequence[str], groups: Sequence[int], page_site: str = "") -> np.ndarray:
         """The lift of each link, U(site) / ρ x its group's lift (:meth:`group_lift`), counting
         it as an offer to its site; its URL is remembered until fetched, for its group's
-        harvest."""
+        harvest, and with ``page_site`` (the site of the page offering it), for the site a new
+        relevant site is credited to (:meth:`discovery_lift`)."""
         lifts = np.empty(len(urls))
         with self._lock:
             prior, crawl = self.new_site_harvest(), self.crawl_harvest()
@@ -178,7 +206,7 @@ class SiteHarvest:
                 bound = self._mean(site, prior) + self.optimism / math.sqrt(1.0 + fetched + offered)
                 lifts[i] = bound / crawl * group_lifts[group]
                 if url not in self._pending:
-                    self._pending[url] = group
+                    self._pending[url] = (group, page_site)
                     if len(self._pending) > self.pending_links:
                         self._pending.popitem(last=False)
         return lifts

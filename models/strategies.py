@@ -285,8 +285,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     link to a site where no relevant page has been found yet (``prospect_share`` > 0) is not
     lowered by the site's lift, until a page of the site has been fetched so, while such
     links have taken less than that share of the pages: the first relevant page found there
-    is a relevant site found (issue 27's thirteenth round). Every link's priority is also
-    multiplied by what the crawl has learnt of its URL shape (:meth:`url_lift`): the pages
+    is a relevant site found (issue 27's thirteenth round). A relevant page's links are also
+    lifted by how many new relevant sites its site's pages have led to, per page
+    (``site_discovery``): a portal's stories link the topic's other sites (eighteenth
+    round). Every link's priority is also multiplied by what the crawl has learnt of its URL shape (:meth:`url_lift`): the pages
     its requests give (``models.redirect_waste``) and the share of its pages judged relevant
     (``models.shape_harvest``), when it is popped in the embedded crawl, else when it is
     queued.
@@ -313,7 +315,8 @@ class LearnedTunnelling(JointLinkSimilarity):
                  link_outcomes: bool = False, tunnel_share: float = 0.0,
                  shape_harvest: bool = False, site_entries: bool = False,
                  prospect_share: float = 0.0, known_titles: bool = False,
-                 tunnel_entries: bool = False, **base: Any) -> None:
+                 tunnel_entries: bool = False, site_discovery: bool = False,
+                 **base: Any) -> None:
         super().__init__(evaluator, **base)
         self.titles = KnownTitles() if known_titles else None
         self.tunnel_share = tunnel_share
@@ -329,6 +332,7 @@ class LearnedTunnelling(JointLinkSimilarity):
         self.shapes = ShapeHarvest() if shape_harvest else None
         self.site_entries = site_entries
         self.tunnel_entries = tunnel_entries
+        self.site_discovery = site_discovery
         self.lifts_at_pop = False  # True: the runner applies the URL lifts (lift_at_pop)
         self.outcomes = LinkOutcomes() if link_outcomes else None
 
@@ -375,11 +379,14 @@ class LearnedTunnelling(JointLinkSimilarity):
             # a hub page (home, listing) tells the crawl's harvest, not its site's
             self.sites.observe(url, relevance >= self.relevance_threshold,
                                of_site=detail is not False)
+        if self.site_discovery and relevance is not None and relevance >= self.relevance_threshold:
+            self._lift_discoverer(url, links)
         offered = [link for link in links if link.site_group]
         if not offered:
             return
         groups = self._groups(offered)
-        lifts = self.sites.offer([link.url for link in offered], groups)
+        lifts = self.sites.offer([link.url for link in offered], groups,
+                                 site_of(url) if self.site_discovery else "")
         capped = self.tunnel_share > 0 and self.sites.over_share(TUNNEL_OFF_SITE, self.tunnel_share)
         entry_weight = self._entry_weight(relevance)
         for link, group, lift in zip(offered, groups, lifts, strict=True):
@@ -391,6 +398,14 @@ class LearnedTunnelling(JointLinkSimilarity):
             elif entry_weight > 0 and self._enters_a_site(link):
                 expected = self.sites.expected_lift(site_of(link.url))
                 link.priority = max(link.priority, min(1.0, entry_weight * expected))
+
+    def _lift_discoverer(self, url: str, links: list[Any]) -> None:
+        """A relevant page's links, lifted by what its site's pages have led to: new relevant
+        sites (``models.site_harvest``, :meth:`SiteHarvest.discovery_lift`)."""
+        lift = self.sites.discovery_lift(site_of(url))
+        if lift > 1.0:
+            for link in links:
+                link.priority = min(1.0, link.priority * lift)
 
     def _entry_weight(self, relevance: float | None) -> float:
         """What a link of this page that enters a site is ranked by, times what the bandit

@@ -66,6 +66,7 @@ def _build_jlse(cls: type[JointLinkSimilarity]) -> _Builder:
                        shape_harvest=settings.shape_harvest,
                        site_entries=settings.site_entries,
                        tunnel_entries=settings.tunnel_entries,
+                       site_discovery=settings.site_discovery,
                        prospect_share=(settings.low_priority_share
                                        if settings.site_prospects else 0.0),
                        link_outcomes=settings.link_outcomes,

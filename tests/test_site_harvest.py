@@ -348,3 +348,47 @@ def test_an_irrelevant_pages_link_to_the_home_of_a_site_not_entered_is_ranked_by
 def test_tunnel_entries_are_on_by_default(phone_model) -> None:
     assert make_strategy("jlse", Settings(), phone_model).tunnel_entries is True
     assert make_strategy("jlse", Settings(tunnel_entries=False), phone_model).tunnel_entries is False
+
+
+def _discovery_crawl(on: bool) -> LearnedTunnelling:
+    """A crawl of 20 relevant pages of home.test, then a relevant portal page whose link led
+    to new.test's first relevant page."""
+    jlse = LearnedTunnelling(FixedEvidence(0.1), site_optimism=0.3, site_discovery=on)
+    for i in range(20):
+        jlse.observe_result(f"http://home.test/p{i}", 0.99, [])
+    score(jlse, "http://portal.test/a", ["http://new.test/x"], judged=True)
+    jlse.observe_result("http://new.test/x", 0.99, [])
+    return jlse
+
+
+def test_a_site_whose_page_led_to_a_new_relevant_site_has_its_relevant_pages_links_lifted() -> None:
+    jlse = _discovery_crawl(True)
+    # portal.test: 1 new site per 1 page (+1); the crawl: 1 per 22 pages
+    assert jlse.sites.discovery_lift("portal.test") == pytest.approx((0.5 * 22) ** 0.5)
+    assert jlse.sites.discovery_lift("home.test") == 1.0  # no new site from it: never lowered
+    urls = ["http://portal.test/b", "http://home.test/x"]
+    lifted = score(jlse, "http://portal.test/c", urls, judged=True)
+    plain = score(_discovery_crawl(False), "http://portal.test/c", urls, judged=True)
+    lift = jlse.sites.discovery_lift("portal.test")  # 1 per 2 pages (+1) now
+    assert lift == pytest.approx((22 / 3 * 23 / 22) ** 0.5)
+    assert lifted.tolist() == pytest.approx((plain * lift).tolist())  # its own site's too
+    irrelevant = score(jlse, "http://portal.test/d", urls, relevance=0.1, judged=True)
+    assert max(irrelevant) == 0.0  # an irrelevant page's links are not lifted
+
+
+def test_only_a_sites_first_relevant_page_reached_by_a_link_credits_the_linking_site() -> None:
+    jlse = _discovery_crawl(True)
+    score(jlse, "http://portal.test/a", ["http://new.test/y", "http://off.test/x"])
+    jlse.observe_result("http://new.test/y", 0.99, [])  # new.test was found already
+    jlse.observe_result("http://off.test/x", 0.01, [])  # off the topic: no site found
+    # still one site credited to portal.test's one page (+1), now of the crawl's 24 pages
+    assert jlse.sites.discovery_lift("portal.test") == pytest.approx((0.5 * 24) ** 0.5)
+    jlse.observe_result("http://seed.test/", 0.99, [])  # reached by no ranked link
+    assert jlse.sites.discovery_lift("seed.test") == 1.0
+    plain = _discovery_crawl(False)
+    assert plain.sites.discovery_lift("portal.test") == 1.0  # off: nothing credited
+
+
+def test_site_discovery_is_off_by_default(phone_model) -> None:
+    assert make_strategy("jlse", Settings(), phone_model).site_discovery is False
+    assert make_strategy("jlse", Settings(site_discovery=True), phone_model).site_discovery is True
