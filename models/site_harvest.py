@@ -31,10 +31,10 @@ as one: the strategy keeps its lift at 1 or above, so a site whose first pages w
 off the topic gets one of its links tried on its evidence, and its outcome counts in a group
 of its own, held to a share of the pages fetched.
 
-A site whose pages led the crawl to new relevant sites is a *discoverer*
-(``site_discovery``, off by default; :meth:`SiteHarvest.discovery_lift`): a site whose first page judged
-relevant was reached by a link of one of its pages is credited to that page's site, and every
-link of its pages judged relevant is lifted by max(1, d_s / d)^½, d_s = the sites it is
+A site whose pages led the crawl to new relevant sites is a *discoverer* (``site_discovery``,
+off by default; :meth:`SiteHarvest.discovery_lift`): a site whose first page judged relevant
+was reached by a link of one of its pages is credited to that page's site, and every link of
+its pages judged relevant is lifted by max(1, d_s / d)^½, d_s = the sites it is
 credited with per page fetched from it (+1), d = the new relevant sites per page of the crawl.
 A portal carrying every topic links each topic's sites, so the topic's stories there lead to
 the sites where its posts are few; without the lift the crawl read the portals no more than

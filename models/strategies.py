@@ -287,9 +287,10 @@ class LearnedTunnelling(JointLinkSimilarity):
     links have taken less than that share of the pages: the first relevant page found there
     is a relevant site found (issue 27's thirteenth round). A relevant page's links are also
     lifted by how many new relevant sites its site's pages have led to, per page
-    (``site_discovery``): a portal's stories link the topic's other sites (eighteenth
-    round). Every link's priority is also multiplied by what the crawl has learnt of its URL shape (:meth:`url_lift`): the pages
-    its requests give (``models.redirect_waste``) and the share of its pages judged relevant
+    (``site_discovery``, off by default): a portal's stories link the topic's other sites
+    (eighteenth round). Every link's priority is also multiplied by what the crawl has learnt
+    of its URL shape (:meth:`url_lift`): the pages its requests give
+    (``models.redirect_waste``) and the share of its pages judged relevant
     (``models.shape_harvest``), when it is popped in the embedded crawl, else when it is
     queued.
     An irrelevant page's links to other sites (``tunnel_share`` > 0) join the bandit too, in a
